@@ -1,0 +1,37 @@
+# LSF_CUDA=AUTO|ON|OFF → LSF_WITH_CUDA. AUTO builds cuda/ whenever nvcc is found, so a machine
+# with the toolkit but no GPU (like CI) still catches CUDA compile errors.
+set(LSF_WITH_CUDA OFF)
+if(NOT LSF_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    set(LSF_WITH_CUDA ON)
+  elseif(LSF_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "LSF_CUDA=ON but no CUDA compiler (nvcc) was found")
+  else()
+    message(STATUS "lsformer: nvcc not found, building without the CUDA backend")
+  endif()
+endif()
+
+if(LSF_WITH_CUDA)
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 80 90)
+  endif()
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+endif()
+
+# Adds the .cu files of cuda/ to a target. Until the CUDA backend lands, cuda/ may hold nothing;
+# the option and the toolchain detection are already in place.
+function(lsf_add_cuda_backend target)
+  file(GLOB cuda_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/cuda/*.cu ${PROJECT_SOURCE_DIR}/cuda/*.cpp)
+  if(cuda_sources)
+    target_sources(${target} PRIVATE ${cuda_sources})
+    set_target_properties(${target} PROPERTIES CUDA_STANDARD 20 CUDA_SEPARABLE_COMPILATION OFF)
+    target_link_libraries(${target} PRIVATE CUDA::cudart CUDA::cublas)
+    target_compile_definitions(${target} PRIVATE LSF_WITH_CUDA=1)
+  endif()
+endfunction()

@@ -1,0 +1,39 @@
+# Third-party dependencies of the library: OpenMP for our own loops and OpenBLAS for GEMM.
+#
+# Threading: we prefer Debian's OpenMP build of OpenBLAS (libopenblas-openmp-dev). It runs its
+# GEMMs on the same libgomp thread pool as our loops, and a GEMM called inside one of our
+# parallel regions runs single-threaded, so the two never oversubscribe the cores. Debian's
+# alternatives system may point libopenblas.so.0 at the pthread build, so the library records
+# the OpenMP build's directory as its RUNPATH, which the loader searches before its cache.
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+
+set(BLA_VENDOR OpenBLAS)
+find_package(BLAS REQUIRED)   # fails loudly rather than linking the slow reference BLAS
+
+set(LSF_OPENBLAS_DIR "" CACHE PATH "Directory of the OpenMP build of libopenblas (auto-detected)")
+if(NOT LSF_OPENBLAS_DIR)
+  foreach(candidate /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-openmp /usr/lib64/openblas-openmp)
+    if(EXISTS ${candidate}/libopenblas.so)
+      set(LSF_OPENBLAS_DIR ${candidate} CACHE PATH "" FORCE)
+      break()
+    endif()
+  endforeach()
+endif()
+
+add_library(lsf_openblas INTERFACE)
+if(LSF_OPENBLAS_DIR)
+  message(STATUS "lsformer: OpenBLAS (OpenMP build) from ${LSF_OPENBLAS_DIR}")
+  target_link_libraries(lsf_openblas INTERFACE ${LSF_OPENBLAS_DIR}/libopenblas.so)
+  set(LSF_BLAS_NAME "OpenBLAS (OpenMP)")
+else()
+  message(WARNING "lsformer: the OpenMP build of OpenBLAS was not found (apt-get install "
+                  "libopenblas-openmp-dev); using ${BLAS_LIBRARIES}. GEMMs then run on "
+                  "OpenBLAS's own threads, which lsformer limits while its own loops run.")
+  target_link_libraries(lsf_openblas INTERFACE ${BLAS_LIBRARIES})
+  set(LSF_BLAS_NAME "OpenBLAS")
+endif()
+find_path(LSF_CBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas openblas-openmp)
+if(NOT LSF_CBLAS_INCLUDE_DIR)
+  message(FATAL_ERROR "lsformer: cblas.h not found (apt-get install libopenblas-openmp-dev)")
+endif()
+target_include_directories(lsf_openblas INTERFACE ${LSF_CBLAS_INCLUDE_DIR})

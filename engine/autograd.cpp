@@ -1,0 +1,241 @@
+#include "engine/autograd.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "engine/core_kernels.h"
+
+namespace lsf {
+
+namespace {
+thread_local bool g_grad_enabled = true;
+}
+
+bool grad_mode_enabled() { return g_grad_enabled; }
+NoGradGuard::NoGradGuard() : previous_(g_grad_enabled) { g_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { g_grad_enabled = previous_; }
+
+namespace autograd {
+
+// Destroying the last handle to a long chain of nodes would otherwise recurse once per node
+// (each node's edges own the next). Instead, a node hands its edges to a per-thread list that
+// the outermost destructor drains in a loop.
+Node::~Node() {
+  thread_local std::vector<std::shared_ptr<Node>> pending;
+  thread_local bool draining = false;
+  for (auto& e : next_edges)
+    if (e.node) pending.push_back(std::move(e.node));
+  if (draining) return;
+  draining = true;
+  while (!pending.empty()) {
+    std::shared_ptr<Node> n = std::move(pending.back());
+    pending.pop_back();
+    n.reset();  // may run ~Node, which only appends to `pending`
+  }
+  draining = false;
+}
+
+namespace {
+
+// A tensor equal to `t`, in a fresh contiguous buffer that nobody else holds.
+Tensor owned_copy(const Tensor& t) {
+  Tensor out = empty(t.shape(), t.options());
+  copy_kernel(t.device(), out, t);
+  return out;
+}
+
+class FunctionNode final : public Node {
+ public:
+  FunctionNode(std::string name, BackwardFn fn) : Node(std::move(name)), fn_(std::move(fn)) {}
+  TensorList apply(const TensorList& grads) override {
+    LSF_CHECK(!released_) << "backward: trying to backward through the graph a second time (the "
+                             "tensors saved by '"
+                          << name() << "' were freed by the first backward); call backward("
+                          << "gradient, /*retain_graph=*/true) the first time";
+    NeedsGrad needs(next_edges.size());
+    for (size_t i = 0; i < next_edges.size(); ++i) needs[i] = next_edges[i].valid();
+    return fn_(grads, needs);
+  }
+  void release() override {
+    fn_ = nullptr;  // drops every SavedTensor the closure captured
+    released_ = true;
+  }
+
+ private:
+  BackwardFn fn_;
+  bool released_ = false;
+};
+
+}  // namespace
+
+AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf)
+    : Node("AccumulateGrad"), leaf_(std::move(leaf)) {
+  outputs.push_back({leaf_->shape, leaf_->dtype, leaf_->storage->device()});
+}
+
+TensorList AccumulateGrad::apply(const TensorList& grads) {
+  const Tensor& g = grads[0];
+  AutogradMeta& meta = leaf_->autograd_meta();
+  if (!meta.grad) {
+    meta.grad = owned_copy(g).impl_ptr();
+  } else {
+    Tensor existing(meta.grad);
+    add_inplace_kernel(existing.device(), existing, g);
+  }
+  return {};
+}
+
+SavedTensor::SavedTensor(const Tensor& t) {
+  if (t.defined()) {
+    value_ = t.detach();
+    version_ = t.storage()->version();
+  }
+}
+
+const Tensor& SavedTensor::get() const {
+  LSF_CHECK(!value_.defined() || value_.storage()->version() == version_)
+      << "backward: a tensor saved for the backward pass was modified by an in-place operation "
+         "after it was saved (storage version "
+      << value_.storage()->version() << ", saved at " << version_
+      << "); clone() it before writing in place";
+  return value_;
+}
+
+bool any_requires_grad(std::initializer_list<const Tensor*> inputs) {
+  if (!grad_mode_enabled()) return false;
+  for (const Tensor* t : inputs)
+    if (t->defined() && t->requires_grad()) return true;
+  return false;
+}
+
+bool any_requires_grad(const TensorList& inputs) {
+  if (!grad_mode_enabled()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+Edge gradient_edge(const Tensor& t) {
+  if (!t.defined() || !t.requires_grad()) return {};
+  if (t.grad_fn()) return {t.grad_fn(), t.output_nr()};
+  AutogradMeta& meta = t.impl()->autograd_meta();
+  std::shared_ptr<Node> acc = meta.grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t.impl_ptr());
+    meta.grad_accumulator = acc;
+  }
+  return {acc, 0};
+}
+
+bool record(const std::string& name, const TensorList& inputs, const TensorList& outputs,
+            BackwardFn backward) {
+  if (!any_requires_grad(inputs)) return false;
+  auto node = std::make_shared<FunctionNode>(name, std::move(backward));
+  node->next_edges.reserve(inputs.size());
+  for (const Tensor& in : inputs) node->next_edges.push_back(gradient_edge(in));
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& out = outputs[i];
+    node->outputs.push_back({out.shape(), out.dtype(), out.device()});
+    if (!is_floating(out.dtype())) continue;  // integer outputs (indices) carry no gradient
+    AutogradMeta& meta = out.impl()->autograd_meta();
+    meta.requires_grad = true;
+    meta.grad_fn = node;
+    meta.output_nr = int(i);
+  }
+  return true;
+}
+
+void run_backward(const TensorList& roots, const TensorList& grads, bool retain_graph) {
+  NoGradGuard no_grad;
+
+  // 1. Count, for every node reachable from the roots, how many edges point at it.
+  std::vector<Edge> root_edges;
+  for (const Tensor& r : roots) root_edges.push_back(gradient_edge(r));
+  std::unordered_map<Node*, int> dependencies;
+  std::unordered_set<Node*> seen;
+  std::vector<Node*> stack;
+  for (const Edge& e : root_edges)
+    if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->next_edges) {
+      if (!e.valid()) continue;
+      ++dependencies[e.node.get()];
+      if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
+    }
+  }
+
+  // 2. Gradient buffers, one slot per node output; a slot is copied before it is first added
+  //    to, because the first contribution may be a tensor another node also received.
+  struct Buffer {
+    TensorList grads;
+    std::vector<bool> owned;
+  };
+  std::unordered_map<Node*, Buffer> buffers;
+  auto accumulate = [&](Node* node, int slot, const Tensor& g) {
+    const OutputMeta& meta = node->outputs[slot];
+    LSF_CHECK(g.shape() == meta.shape && g.dtype() == meta.dtype)
+        << "backward: internal error: gradient of shape " << g.shape() << " and dtype " << g.dtype()
+        << " for an output of '" << node->name() << "' of shape " << meta.shape << " and dtype "
+        << meta.dtype;
+    Buffer& b = buffers[node];
+    if (b.grads.empty()) {
+      b.grads.resize(node->outputs.size());
+      b.owned.resize(node->outputs.size(), false);
+    }
+    if (!b.grads[slot].defined()) {
+      b.grads[slot] = g;
+    } else {
+      if (!b.owned[slot]) {
+        b.grads[slot] = owned_copy(b.grads[slot]);
+        b.owned[slot] = true;
+      }
+      add_inplace_kernel(g.device(), b.grads[slot], g);
+    }
+  };
+  for (size_t i = 0; i < roots.size(); ++i) accumulate(root_edges[i].node.get(), root_edges[i].input_nr, grads[i]);
+
+  // 3. Run nodes once all their consumers have contributed (Kahn's algorithm).
+  std::vector<std::shared_ptr<Node>> ready;
+  for (const Edge& e : root_edges)
+    if (dependencies[e.node.get()] == 0) ready.push_back(e.node);
+  std::unordered_set<Node*> queued;
+  for (auto& n : ready) queued.insert(n.get());
+  while (!ready.empty()) {
+    std::shared_ptr<Node> node = std::move(ready.back());
+    ready.pop_back();
+    auto found = buffers.find(node.get());
+    if (found == buffers.end()) {
+      // Every consumer returned no gradient: nothing flows through this node.
+      for (const Edge& e : node->next_edges)
+        if (e.valid() && --dependencies[e.node.get()] == 0 && queued.insert(e.node.get()).second)
+          ready.push_back(e.node);
+      if (!retain_graph) node->release();
+      continue;
+    }
+    Buffer buffer = std::move(found->second);
+    buffers.erase(found);
+    buffer.grads.resize(node->outputs.size());
+    for (size_t i = 0; i < buffer.grads.size(); ++i) {
+      if (!buffer.grads[i].defined()) {  // an output nobody used: its gradient is zero
+        const OutputMeta& m = node->outputs[i];
+        buffer.grads[i] = empty(m.shape, TensorOptions(m.dtype).device(m.device));
+        fill_kernel(m.device, buffer.grads[i], 0.0);
+      }
+    }
+    TensorList input_grads = node->apply(buffer.grads);
+    if (!retain_graph) node->release();
+    for (size_t i = 0; i < node->next_edges.size(); ++i) {
+      const Edge& e = node->next_edges[i];
+      if (!e.valid()) continue;
+      if (i < input_grads.size() && input_grads[i].defined())
+        accumulate(e.node.get(), e.input_nr, input_grads[i]);
+      if (--dependencies[e.node.get()] == 0 && queued.insert(e.node.get()).second)
+        ready.push_back(e.node);
+    }
+  }
+}
+
+}  // namespace autograd
+}  // namespace lsf

@@ -1,0 +1,41 @@
+#include "engine/info.h"
+
+#include <omp.h>
+
+#include <sstream>
+
+#include "engine/dispatch.h"
+#include "lsformer/build_info.h"
+
+extern "C" char* openblas_get_config(void);
+extern "C" int openblas_get_parallel(void);
+extern "C" int openblas_get_num_threads(void);
+
+namespace lsf {
+
+std::string version() { return LSF_VERSION_STRING; }
+
+std::string build_info() {
+  std::ostringstream os;
+  const int parallel = openblas_get_parallel();
+  os << "lsformer " << LSF_VERSION_STRING << " (" << LSF_BUILD_TYPE << ", " << LSF_CXX_COMPILER << ")\n"
+     << "BLAS:     " << LSF_BLAS_NAME << " — " << openblas_get_config() << " (threading: "
+     << (parallel == 0 ? "sequential" : parallel == 1 ? "pthreads" : "OpenMP") << ", "
+     << openblas_get_num_threads() << " threads)\n"
+     << "threads:  " << omp_get_max_threads() << " OpenMP threads (" << omp_get_num_procs()
+     << " processors; set with --threads or OMP_NUM_THREADS)\n"
+     << "CUDA:     option LSF_CUDA=" << LSF_CUDA_OPTION << ", ";
+  size_t cuda_kernels = 0;
+  for (KernelBase* k : all_kernels())
+    if (k->implemented(DeviceType::CUDA)) ++cuda_kernels;
+  if (cuda_kernels == 0) {
+    os << "no CUDA kernels in this build\n";
+  } else {
+    os << cuda_kernels << " CUDA kernels built\n";
+  }
+  os << "devices:  cpu\n";
+  os << "kernels:  " << all_kernels().size() << " registered\n";
+  return os.str();
+}
+
+}  // namespace lsf

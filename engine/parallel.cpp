@@ -1,0 +1,19 @@
+#include "engine/parallel.h"
+
+#include <omp.h>
+
+#include "engine/error.h"
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace lsf {
+
+void set_num_threads(int n) {
+  LSF_CHECK(n >= 1) << "set_num_threads: expected at least 1 thread, got " << n;
+  omp_set_num_threads(n);
+  openblas_set_num_threads(n);
+}
+
+int get_num_threads() { return omp_get_max_threads(); }
+
+}  // namespace lsf

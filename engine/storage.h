@@ -1,0 +1,64 @@
+// Storage: one reference-counted buffer that any number of tensor views share.
+//
+// CPU buffers are 64-byte aligned (one cache line, the widest SIMD load). Each device type has
+// one Allocator; the CUDA backend registers its own when built. Allocators report current and
+// peak bytes.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "engine/device.h"
+
+namespace lsf {
+
+struct MemoryStats {
+  int64_t current_bytes = 0;  // live buffers
+  int64_t peak_bytes = 0;     // high-water mark since start or the last reset_peak()
+  int64_t reserved_bytes = 0; // held from the system (≥ current for caching allocators)
+  int64_t allocations = 0;    // number of allocate() calls
+};
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* allocate(size_t nbytes, Device device) = 0;
+  virtual void deallocate(void* ptr, size_t nbytes, Device device) = 0;
+  virtual MemoryStats stats(Device device) const = 0;
+  virtual void reset_peak(Device device) = 0;
+};
+
+// The allocator for a device type; throws lsf::Error if that backend is not built.
+Allocator& allocator_for(DeviceType type);
+void register_allocator(DeviceType type, Allocator* allocator);
+MemoryStats memory_stats(Device device = kCPU);
+void reset_peak_memory(Device device = kCPU);
+
+class StorageImpl {
+ public:
+  StorageImpl(size_t nbytes, Device device);
+  ~StorageImpl();
+  StorageImpl(const StorageImpl&) = delete;
+  StorageImpl& operator=(const StorageImpl&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+
+  // Bumped by every in-place write through any view. Autograd records it when it saves a
+  // tensor and refuses to use the saved value if it changed (see engine/autograd.h).
+  uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  void* data_ = nullptr;
+  size_t nbytes_ = 0;
+  Device device_;
+  std::atomic<uint64_t> version_{0};
+};
+
+using Storage = std::shared_ptr<StorageImpl>;
+
+}  // namespace lsf

@@ -1,0 +1,181 @@
+// Tensor: a shared handle to {storage, offset, shape, strides, dtype, device, autograd meta}.
+//
+// Copying a Tensor copies the handle, never the data (like torch.Tensor in Python). Views share
+// storage; offset and strides are counted in elements. A default-constructed Tensor is
+// "undefined" (no storage), the way an absent gradient is represented.
+//
+// Methods here that create views or copies (view, reshape, permute, contiguous, to, ...) are
+// differentiable and implemented in ops/ (ops/view.cpp, ops/copy.cpp): the engine owns the
+// data structure, the ops own the maths.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <iosfwd>
+#include <memory>
+#include <vector>
+
+#include "engine/device.h"
+#include "engine/dtype.h"
+#include "engine/storage.h"
+
+namespace lsf {
+
+using Shape = std::vector<int64_t>;
+using Strides = std::vector<int64_t>;
+
+namespace autograd {
+class Node;
+}
+
+class TensorOptions {
+ public:
+  TensorOptions() = default;
+  TensorOptions(DType d) : dtype_(d) {}
+  TensorOptions(Device d) : device_(d) {}
+  TensorOptions dtype(DType d) const { auto o = *this; o.dtype_ = d; return o; }
+  TensorOptions device(Device d) const { auto o = *this; o.device_ = d; return o; }
+  TensorOptions requires_grad(bool r) const { auto o = *this; o.requires_grad_ = r; return o; }
+  DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
+  bool requires_grad() const { return requires_grad_; }
+
+ private:
+  DType dtype_ = kF32;
+  Device device_ = kCPU;
+  bool requires_grad_ = false;
+};
+
+class TensorImpl;
+class Tensor;
+
+// What autograd keeps per tensor. Allocated only for tensors that take part in autograd.
+struct AutogradMeta {
+  bool requires_grad = false;
+  std::shared_ptr<TensorImpl> grad;                // accumulated gradient of a leaf
+  std::shared_ptr<autograd::Node> grad_fn;         // the node that produced this tensor
+  int output_nr = 0;                               // which output of grad_fn it is
+  std::weak_ptr<autograd::Node> grad_accumulator;  // leaf: its AccumulateGrad node, if alive
+};
+
+class TensorImpl {
+ public:
+  TensorImpl(Storage storage, int64_t offset, Shape shape, Strides strides, DType dtype);
+
+  Storage storage;
+  int64_t offset = 0;  // elements
+  Shape shape;
+  Strides strides;     // elements
+  DType dtype;
+  std::unique_ptr<AutogradMeta> autograd;
+
+  int64_t numel() const;
+  AutogradMeta& autograd_meta();  // creates it on first use
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // ---- metadata ----
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const;
+  const Shape& sizes() const { return shape(); }
+  int64_t size(int64_t dim) const;  // negative dims count from the end
+  const Strides& strides() const;
+  int64_t stride(int64_t dim) const;
+  int64_t offset() const;
+  int64_t dim() const;
+  int64_t numel() const;
+  DType dtype() const;
+  Device device() const;
+  TensorOptions options() const;  // dtype and device (not requires_grad)
+  bool is_contiguous() const;
+  size_t element_size() const { return dtype_size(dtype()); }
+  size_t nbytes() const { return size_t(numel()) * element_size(); }
+  const Storage& storage() const;
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+
+  // Typed pointer to the first element (checks the dtype). Host memory only for CPU tensors.
+  template <typename T>
+  T* data_ptr() const {
+    LSF_CHECK(dtype() == dtype_v<T>) << "data_ptr: tensor has dtype " << dtype() << ", asked for "
+                                     << dtype_v<T>;
+    return static_cast<T*>(raw_data());
+  }
+  void* raw_data() const;  // first element, any dtype
+
+  // ---- autograd ----
+  bool requires_grad() const;
+  // Marks a leaf as requiring grad. Only floating-point leaves may require grad.
+  Tensor& requires_grad_(bool on = true);
+  Tensor grad() const;        // undefined until a backward pass reaches this leaf
+  void set_grad(const Tensor& grad) const;
+  bool is_leaf() const;       // not produced by a recorded op
+  const std::shared_ptr<autograd::Node>& grad_fn() const;
+  int output_nr() const;
+  // Backpropagates from this tensor. `gradient` may be omitted only for a one-element tensor.
+  // Unless retain_graph, the graph's saved tensors are freed as it runs.
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  // Same data, cut from the graph: never requires grad.
+  Tensor detach() const;
+
+  // ---- views (share storage; differentiable) — ops/view.cpp ----
+  Tensor view(const Shape& shape) const;       // needs compatible strides; one -1 allowed
+  Tensor reshape(const Shape& shape) const;    // a view when possible, else a copy
+  Tensor permute(const std::vector<int64_t>& dims) const;
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  Tensor t() const;                            // transpose of a ≤2-D tensor
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;  // Python-style bounds
+  Tensor select(int64_t dim, int64_t index) const;  // removes `dim`
+  Tensor expand(const Shape& shape) const;     // -1 keeps a size; new dims go in front
+  Tensor expand_as(const Tensor& other) const { return expand(other.shape()); }
+  Tensor squeeze() const;                      // every size-1 dim
+  Tensor squeeze(int64_t dim) const;           // that dim if it has size 1
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+
+  // ---- copies and conversions (differentiable) — ops/copy.cpp ----
+  Tensor contiguous() const;  // itself when already contiguous
+  Tensor clone() const;       // always a new contiguous buffer
+  Tensor to(DType dtype) const;
+  Tensor to(Device device) const;
+  Tensor to(const TensorOptions& options) const;
+  template <typename T> T item() const;                 // the value of a one-element tensor
+  template <typename T> std::vector<T> to_vector() const;  // all values, row-major
+
+  // ---- in-place writes (not recorded by autograd; for optimizers and initialisers) ----
+  // Refused on a tensor that requires grad while grad mode is on (as in PyTorch).
+  Tensor& copy_(const Tensor& src);  // broadcasts src; converts dtype
+  Tensor& fill_(double value);
+  Tensor& zero_() { return fill_(0.0); }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+using TensorList = std::vector<Tensor>;
+
+// ---- construction (engine/tensor.cpp and ops/factory.cpp) ----
+// Uninitialised contiguous tensor.
+Tensor empty(const Shape& shape, const TensorOptions& options = {});
+// A view of `base`'s storage with the given geometry; not recorded by autograd.
+Tensor make_view(const Tensor& base, Shape shape, Strides strides, int64_t offset);
+Strides contiguous_strides(const Shape& shape);
+int64_t shape_numel(const Shape& shape);
+// Wraps a possibly negative dim into [0, ndim); throws naming `op` when out of range.
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
+
+// Prints like PyTorch: tensor([[1.0000, 2.0000], ...], shape={2, 2}, dtype=f32).
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// Shared argument checks for ops: all tensors defined, on one device, of one dtype.
+void check_defined(const char* op, std::initializer_list<const Tensor*> tensors);
+void check_same_device(const char* op, std::initializer_list<const Tensor*> tensors);
+void check_same_dtype(const char* op, std::initializer_list<const Tensor*> tensors);
+
+}  // namespace lsf

@@ -1,0 +1,26 @@
+// lsformer: the whole public API in one include.
+//   #include <lsformer/lsformer.h>
+#pragma once
+
+#include "engine/autograd.h"
+#include "engine/device.h"
+#include "engine/dtype.h"
+#include "engine/error.h"
+#include "engine/info.h"
+#include "engine/parallel.h"
+#include "engine/random.h"
+#include "engine/storage.h"
+#include "engine/tensor.h"
+#include "ops/binary.h"
+#include "ops/dropout.h"
+#include "ops/embedding.h"
+#include "ops/factory.h"
+#include "ops/gradcheck.h"
+#include "ops/index.h"
+#include "ops/layer_norm.h"
+#include "ops/loss.h"
+#include "ops/matmul.h"
+#include "ops/reduce.h"
+#include "ops/shape.h"
+#include "ops/softmax.h"
+#include "ops/unary.h"

@@ -1,0 +1,124 @@
+// Loop machinery for CPU kernels: walking N same-shaped strided tensors together.
+//
+// Callers first broadcast inputs to the output shape (expand gives zero strides). The walk
+// merges dimensions that are contiguous with each other for every operand, then hands the
+// kernel one innermost run at a time: a base pointer and a byte stride per operand and a run
+// length. Runs are split over OpenMP threads when the tensor is large enough to pay for it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <utility>
+
+#include "engine/tensor.h"
+
+namespace lsf::cpu {
+
+// Element counts below this run on one thread: a parallel region costs a few microseconds.
+constexpr int64_t kParallelGrain = 32768;
+
+template <size_t N>
+struct Runs {
+  Shape shape;                               // merged shape; the last dim is the run
+  std::array<Strides, N> strides;            // bytes
+  std::array<char*, N> data;
+  int64_t rows() const {
+    int64_t r = 1;
+    for (size_t d = 0; d + 1 < shape.size(); ++d) r *= shape[d];
+    return r;
+  }
+  int64_t run_length() const { return shape.empty() ? 1 : shape.back(); }
+};
+
+template <size_t N>
+Runs<N> make_runs(const std::array<const Tensor*, N>& ts) {
+  const Shape& full = ts[0]->shape();
+  Runs<N> r;
+  for (size_t k = 0; k < N; ++k) r.data[k] = static_cast<char*>(ts[k]->raw_data());
+  // Drop size-1 dims, then merge neighbours that are contiguous for every operand.
+  for (size_t d = 0; d < full.size(); ++d) {
+    if (full[d] == 1) continue;
+    bool merge = !r.shape.empty();
+    for (size_t k = 0; k < N && merge; ++k) {
+      int64_t inner = ts[k]->strides()[d] * int64_t(ts[k]->element_size());
+      merge = r.strides[k].back() == inner * full[d];
+    }
+    if (merge) {
+      r.shape.back() *= full[d];
+      for (size_t k = 0; k < N; ++k) r.strides[k].back() = ts[k]->strides()[d] * int64_t(ts[k]->element_size());
+    } else {
+      r.shape.push_back(full[d]);
+      for (size_t k = 0; k < N; ++k) r.strides[k].push_back(ts[k]->strides()[d] * int64_t(ts[k]->element_size()));
+    }
+  }
+  if (r.shape.empty()) {  // a single element
+    r.shape.push_back(1);
+    for (size_t k = 0; k < N; ++k) r.strides[k].push_back(0);
+  }
+  return r;
+}
+
+// fn(std::array<char*, N> ptrs, std::array<int64_t, N> byte_strides, int64_t n) for every run.
+template <size_t N, typename RunFn>
+void for_each_run(const std::array<const Tensor*, N>& ts, RunFn&& fn) {
+  for (size_t k = 1; k < N; ++k)
+    LSF_CHECK(ts[k]->shape() == ts[0]->shape()) << "internal: loop operands differ in shape";
+  if (ts[0]->numel() == 0) return;
+  Runs<N> r = make_runs<N>(ts);
+  const int64_t rows = r.rows(), n = r.run_length();
+  const size_t nd = r.shape.size();
+  std::array<int64_t, N> inner;
+  for (size_t k = 0; k < N; ++k) inner[k] = r.strides[k][nd - 1];
+  auto do_row = [&](int64_t row) {
+    std::array<char*, N> p = r.data;
+    int64_t rem = row;
+    for (size_t d = nd - 1; d-- > 0;) {
+      int64_t i = rem % r.shape[d];
+      rem /= r.shape[d];
+      for (size_t k = 0; k < N; ++k) p[k] += i * r.strides[k][d];
+    }
+    fn(p, inner, n);
+  };
+  if (rows == 1 && n >= 2 * kParallelGrain) {
+    // One long run: split it into chunks across threads.
+    const int64_t chunk = kParallelGrain;
+    const int64_t chunks = (n + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < chunks; ++c) {
+      std::array<char*, N> p = r.data;
+      for (size_t k = 0; k < N; ++k) p[k] += c * chunk * inner[k];
+      fn(p, inner, std::min(chunk, n - c * chunk));
+    }
+    return;
+  }
+#pragma omp parallel for schedule(static) if (rows * n >= kParallelGrain && rows > 1)
+  for (int64_t row = 0; row < rows; ++row) do_row(row);
+}
+
+namespace detail {
+template <typename Out, typename... In, typename F, size_t... I>
+void map_run(std::array<char*, sizeof...(In) + 1> p, std::array<int64_t, sizeof...(In) + 1> s,
+             int64_t n, F& f, std::index_sequence<I...>) {
+  bool contiguous = s[0] == int64_t(sizeof(Out)) && ((s[I + 1] == int64_t(sizeof(In))) && ...);
+  if (contiguous) {  // the common case: let the compiler vectorise
+    Out* o = reinterpret_cast<Out*>(p[0]);
+    for (int64_t i = 0; i < n; ++i) o[i] = f(reinterpret_cast<const In*>(p[I + 1])[i]...);
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      *reinterpret_cast<Out*>(p[0] + i * s[0]) = f(*reinterpret_cast<const In*>(p[I + 1] + i * s[I + 1])...);
+  }
+}
+}  // namespace detail
+
+// out[i] = f(in0[i], in1[i], ...) over same-shaped tensors of element types Out, In...
+template <typename Out, typename... In, typename F, typename... Ts>
+void map(const Tensor& out, F f, const Ts&... inputs) {
+  static_assert(sizeof...(In) == sizeof...(Ts));
+  constexpr size_t N = sizeof...(In) + 1;
+  for_each_run<N>(std::array<const Tensor*, N>{&out, &inputs...},
+                  [&](std::array<char*, N> p, std::array<int64_t, N> s, int64_t n) {
+                    detail::map_run<Out, In...>(p, s, n, f, std::index_sequence_for<In...>{});
+                  });
+}
+
+}  // namespace lsf::cpu

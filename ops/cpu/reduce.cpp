@@ -1,0 +1,146 @@
+// CPU reductions. The reduced dims are brought innermost (a copy only when they are not
+// already), so every reduction is a set of independent contiguous rows; reducing the leading
+// dims of a contiguous tensor (bias gradients) instead accumulates whole rows, which
+// vectorises over the kept dims.
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "ops/cpu/loops.h"
+#include "ops/reduce.h"
+
+namespace lsf::cpu {
+namespace {
+
+// f64 accumulation for floats, i64 for integers.
+template <typename T>
+using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+
+template <typename T>
+bool is_nan(T v) {
+  if constexpr (std::is_floating_point_v<T>) return std::isnan(v);
+  return false;
+}
+
+template <typename T>
+T extremum_of(const T* row, int64_t n, bool is_max) {
+  T best = row[0];
+  for (int64_t i = 1; i < n; ++i) {
+    T v = row[i];
+    if (is_nan(best)) break;  // NaN propagates
+    if (is_nan(v) || (is_max ? v > best : v < best)) best = v;
+  }
+  return best;
+}
+
+// x viewed as [rows, n] contiguous; out has `rows` elements.
+template <typename T, typename O>
+void reduce_rows(ReduceOp op, O* out, const T* x, int64_t rows, int64_t n) {
+  auto one_row = [&](int64_t r) {
+    const T* row = x + r * n;
+    if (op == ReduceOp::Sum) {
+      Acc<T> acc = 0;
+      for (int64_t i = 0; i < n; ++i) acc += Acc<T>(row[i]);
+      out[r] = O(acc);
+    } else {
+      out[r] = O(extremum_of(row, n, op == ReduceOp::Max));
+    }
+  };
+  if (rows == 1 && n >= 2 * kParallelGrain && op == ReduceOp::Sum) {
+    Acc<T> acc = 0;
+#pragma omp parallel for reduction(+ : acc) schedule(static)
+    for (int64_t i = 0; i < n; ++i) acc += Acc<T>(x[i]);
+    out[0] = O(acc);
+    return;
+  }
+#pragma omp parallel for schedule(static) if (rows * n >= kParallelGrain && rows > 1)
+  for (int64_t r = 0; r < rows; ++r) one_row(r);
+}
+
+// x viewed as [outer, inner] contiguous, reduced over `outer`.
+template <typename T, typename O>
+void reduce_leading(ReduceOp op, O* out, const T* x, int64_t outer, int64_t inner) {
+#pragma omp parallel for schedule(static) if (outer * inner >= kParallelGrain && inner >= 64)
+  for (int64_t j0 = 0; j0 < inner; j0 += 64) {  // 64 columns per task stay in L1
+    const int64_t j1 = std::min(inner, j0 + 64);
+    if (op == ReduceOp::Sum) {
+      Acc<T> acc[64] = {};
+      for (int64_t i = 0; i < outer; ++i)
+        for (int64_t j = j0; j < j1; ++j) acc[j - j0] += Acc<T>(x[i * inner + j]);
+      for (int64_t j = j0; j < j1; ++j) out[j] = O(acc[j - j0]);
+    } else {
+      const bool is_max = op == ReduceOp::Max;
+      for (int64_t j = j0; j < j1; ++j) {
+        T best = x[j];
+        for (int64_t i = 1; i < outer && !is_nan(best); ++i) {
+          T v = x[i * inner + j];
+          if (is_nan(v) || (is_max ? v > best : v < best)) best = v;
+        }
+        out[j] = O(best);
+      }
+    }
+  }
+}
+
+void reduce(ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<bool>& mask) {
+  const int64_t nd = x.dim();
+  // Kept dims first, reduced dims last.
+  std::vector<int64_t> perm;
+  for (int64_t d = 0; d < nd; ++d)
+    if (!mask[d]) perm.push_back(d);
+  const size_t kept = perm.size();
+  for (int64_t d = 0; d < nd; ++d)
+    if (mask[d]) perm.push_back(d);
+  int64_t rows = 1, n = 1;
+  for (int64_t d = 0; d < nd; ++d) (mask[d] ? n : rows) *= x.shape()[d];
+
+  // Are the reduced dims exactly the leading ones of a contiguous tensor?
+  bool leading = x.is_contiguous() && kept < perm.size();
+  for (size_t i = 0; i < perm.size() - kept && leading; ++i) leading = mask[i];
+
+  dispatch_numeric(x.dtype() == kBool ? kU8 : x.dtype(), "reduce", [&]<typename T>() {
+    dispatch_numeric(out.dtype() == kBool ? kU8 : out.dtype(), "reduce", [&]<typename O>() {
+      O* o = static_cast<O*>(out.raw_data());
+      if (leading && kept > 0) {
+        reduce_leading<T, O>(op, o, static_cast<const T*>(x.raw_data()), n, rows);
+        return;
+      }
+      Tensor rowwise = x.detach().permute(perm);
+      if (!rowwise.is_contiguous()) rowwise = rowwise.clone();
+      reduce_rows<T, O>(op, o, static_cast<const T*>(rowwise.raw_data()), rows, n);
+    });
+  });
+}
+
+void arg_reduce(bool is_max, const Tensor& indices, const Tensor& x, int64_t dim) {
+  Tensor rowwise = x.detach().transpose(dim, -1);
+  if (!rowwise.is_contiguous()) rowwise = rowwise.clone();
+  // indices is x's shape with `dim` = 1; its element order matches rowwise's rows only after
+  // the same transpose, so write through a transposed view.
+  Tensor idx_view = indices.transpose(dim, -1);
+  const int64_t n = x.shape()[dim];
+  const int64_t rows = x.numel() / std::max<int64_t>(n, 1);
+  Tensor packed = idx_view.is_contiguous() ? idx_view : empty(idx_view.shape(), indices.options());
+  dispatch_numeric(x.dtype(), is_max ? "argmax" : "argmin", [&]<typename T>() {
+    const T* px = static_cast<const T*>(rowwise.raw_data());
+    int64_t* pi = static_cast<int64_t*>(packed.raw_data());
+#pragma omp parallel for schedule(static) if (rows * n >= kParallelGrain)
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* row = px + r * n;
+      int64_t best = 0;
+      for (int64_t i = 1; i < n && !is_nan(row[best]); ++i)
+        if (is_nan(row[i]) || (is_max ? row[i] > row[best] : row[i] < row[best])) best = i;
+      pi[r] = best;
+    }
+  });
+  if (!packed.is_same(idx_view)) {
+    map<int64_t, int64_t>(idx_view, [](int64_t v) { return v; }, packed);
+  }
+}
+
+}  // namespace
+
+LSF_REGISTER_KERNEL(reduce_kernel, DeviceType::CPU, reduce);
+LSF_REGISTER_KERNEL(arg_reduce_kernel, DeviceType::CPU, arg_reduce);
+
+}  // namespace lsf::cpu

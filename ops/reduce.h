@@ -1,0 +1,51 @@
+// Reductions: sum, mean, amax/amin, max/min with indices, argmax/argmin, var, and sum_to
+// (the broadcast-undo used by every broadcasting backward).
+//
+// dims may be negative; an empty dims list reduces every dimension. keepdim keeps reduced
+// dimensions with size 1. Float sums accumulate in f64 on the CPU.
+#pragma once
+
+#include <vector>
+
+#include "engine/dispatch.h"
+#include "engine/tensor.h"
+
+namespace lsf {
+
+enum class ReduceOp : uint8_t { Sum, Max, Min };
+
+// out (contiguous, x's shape with reduced dims set to 1) = op over `reduce_mask` dims of x.
+LSF_DECLARE_KERNEL(reduce_kernel, void(ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<bool>& reduce_mask));
+// indices (i64, contiguous, x's shape with `dim` set to 1) = position of the max (or min) along dim;
+// the first one among ties; a NaN counts as the maximum and the minimum.
+LSF_DECLARE_KERNEL(arg_reduce_kernel, void(bool is_max, const Tensor& indices, const Tensor& x, int64_t dim));
+
+Tensor sum(const Tensor& x);
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+// Largest value over dims; the gradient is shared equally among tied maxima (as torch.amax).
+Tensor amax(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+
+struct ValuesIndices {
+  Tensor values;
+  Tensor indices;  // i64
+};
+// Max along one dim with the index of the (first) maximum; the gradient goes to that index.
+ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim = false);
+ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor max(const Tensor& x);  // over all elements (0-d)
+Tensor min(const Tensor& x);
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
+
+// Variance over dims with Bessel's correction by default (divides by N - correction).
+Tensor var(const Tensor& x, const std::vector<int64_t>& dims = {}, int64_t correction = 1,
+           bool keepdim = false);
+
+// Sums x down to `shape`, which x's shape broadcasts from: leading dims are summed away and
+// dims where `shape` has 1 are summed with keepdim. Returns x itself when shapes match.
+Tensor sum_to(const Tensor& x, const Shape& shape);
+
+}  // namespace lsf

@@ -1,0 +1,114 @@
+// Autograd semantics: accumulation, shared subgraphs, grad mode, detach, retain_graph, saved
+// tensor versions, and a very deep graph.
+#include "helpers.h"
+
+using namespace lsf;
+
+TEST_CASE("leaf gradients accumulate across backward calls", "[autograd]") {
+  Tensor x = tensor(std::vector<double>{1, 2, 3}).requires_grad_(true);
+  sum(mul(x, x)).backward();
+  test::check_equal<double>(x.grad(), {3}, {2, 4, 6});
+  sum(mul(x, 3.0)).backward();
+  test::check_equal<double>(x.grad(), {3}, {5, 7, 9});
+}
+
+TEST_CASE("a tensor used several times gets the sum of its gradients", "[autograd]") {
+  Tensor x = tensor(std::vector<double>{2}).requires_grad_(true);
+  Tensor y = mul(x, x);              // x used twice in one op
+  Tensor z = add(mul(y, x), y);      // y used twice: z = x³ + x²
+  sum(z).backward();
+  test::check_equal<double>(x.grad(), {1}, {3 * 4 + 2 * 2});
+}
+
+TEST_CASE("shared subgraph with two outputs backpropagates once per path", "[autograd]") {
+  Tensor x = tensor(std::vector<double>{1, -2}).requires_grad_(true);
+  Tensor h = mul(x, 2.0);
+  Tensor a = mul(h, h), b = mul(h, 3.0);
+  sum(add(a, b)).backward();  // d/dx (4x² + 6x) = 8x + 6
+  test::check_equal<double>(x.grad(), {2}, {14, -10});
+}
+
+TEST_CASE("NoGradGuard stops recording and detach cuts the graph", "[autograd]") {
+  Tensor x = tensor(std::vector<double>{1, 2}).requires_grad_(true);
+  {
+    NoGradGuard guard;
+    Tensor y = mul(x, x);
+    CHECK_FALSE(y.requires_grad());
+    CHECK(y.is_leaf());
+  }
+  Tensor d = x.detach();
+  CHECK_FALSE(d.requires_grad());
+  CHECK(d.storage() == x.storage());  // shares data
+  Tensor y = mul(mul(x, d), 1.0);     // only the x path carries gradient: d(x·d)/dx = d
+  sum(y).backward();
+  test::check_equal<double>(x.grad(), {2}, {1, 2});
+}
+
+TEST_CASE("only the gradients that are needed are computed", "[autograd]") {
+  Tensor a = tensor(std::vector<double>{1, 2}).requires_grad_(true);
+  Tensor b = tensor(std::vector<double>{3, 4});  // constant
+  sum(mul(a, b)).backward();
+  test::check_equal<double>(a.grad(), {2}, {3, 4});
+  CHECK_FALSE(b.grad().defined());
+}
+
+TEST_CASE("a second backward through a freed graph is an error; retain_graph allows it", "[autograd]") {
+  Tensor x = tensor(std::vector<double>{1, 2}).requires_grad_(true);
+  Tensor loss = sum(mul(x, x));
+  loss.backward(Tensor(), /*retain_graph=*/true);
+  loss.backward();  // allowed: the first kept the graph
+  test::check_equal<double>(x.grad(), {2}, {4, 8});
+  CHECK_THROWS_WITH(loss.backward(), Catch::Contains("second time"));
+}
+
+TEST_CASE("backward needs a gradient for non-scalar outputs and a graph", "[autograd]") {
+  Tensor x = tensor(std::vector<double>{1, 2}).requires_grad_(true);
+  Tensor y = mul(x, 2.0);
+  CHECK_THROWS_WITH(y.backward(), Catch::Contains("one-element") && Catch::Contains("{2}"));
+  CHECK_THROWS_WITH(y.backward(ones({3}, kF64)), Catch::Contains("does not match"));
+  Tensor c = tensor(std::vector<double>{1});
+  CHECK_THROWS_WITH(c.backward(), Catch::Contains("does not require grad"));
+  y.backward(tensor(std::vector<double>{1, 10}));
+  test::check_equal<double>(x.grad(), {2}, {2, 20});
+}
+
+TEST_CASE("an in-place write to a saved tensor is detected", "[autograd]") {
+  Tensor x = tensor(std::vector<double>{1, 2}).requires_grad_(true);
+  Tensor w = tensor(std::vector<double>{3, 4});
+  Tensor y = sum(mul(x, w));
+  w.fill_(0.0);
+  CHECK_THROWS_WITH(y.backward(), Catch::Contains("modified by an in-place operation"));
+}
+
+TEST_CASE("in-place writes to tensors that require grad are refused outside NoGradGuard", "[autograd]") {
+  Tensor x = zeros({2}, TensorOptions(kF64).requires_grad(true));
+  CHECK_THROWS_WITH(x.fill_(1.0), Catch::Contains("NoGradGuard"));
+  NoGradGuard g;
+  x.fill_(1.0);
+  test::check_equal<double>(x, {2}, {1, 1});
+}
+
+TEST_CASE("only floating-point tensors can require grad", "[autograd]") {
+  Tensor i = arange(3);
+  CHECK_THROWS_WITH(i.requires_grad_(true), Catch::Contains("floating-point"));
+}
+
+TEST_CASE("a chain of 100000 ops backpropagates and is freed without recursion", "[autograd]") {
+  Tensor x = tensor(std::vector<double>{1.0}).requires_grad_(true);
+  Tensor y = x;
+  for (int i = 0; i < 100000; ++i) y = add(y, 1e-6);
+  sum(y).backward();
+  test::check_equal<double>(x.grad(), {1}, {1.0});
+  y = Tensor();  // drops the whole chain: must not overflow the stack
+  SUCCEED();
+}
+
+TEST_CASE("gradients reduce broadcast dimensions back to the input's shape", "[autograd]") {
+  Tensor a = ones({2, 3}, TensorOptions(kF64).requires_grad(true));
+  Tensor b = tensor(std::vector<double>{1, 2, 3}, {1, 3}).requires_grad_(true);
+  Tensor c = tensor(std::vector<double>{5}).requires_grad_(true);  // shape {1}
+  sum(mul(add(a, b), c)).backward();
+  test::check_equal<double>(a.grad(), {2, 3}, {5, 5, 5, 5, 5, 5});
+  test::check_equal<double>(b.grad(), {1, 3}, {10, 10, 10});
+  test::check_equal<double>(c.grad(), {1}, {2 + 3 + 4 + 2 + 3 + 4});
+}

@@ -1,0 +1,64 @@
+// lsf: the lsformer command-line tool. Subcommands come from one table, so --help and the
+// parser cannot drift apart.
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <lsformer/lsformer.h>
+
+namespace {
+
+struct Command {
+  const char* name;
+  const char* summary;
+  std::function<int(const std::vector<std::string>&)> run;
+};
+
+int run_info(const std::vector<std::string>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--threads" && i + 1 < args.size()) {
+      lsf::set_num_threads(std::stoi(args[++i]));
+    } else {
+      std::cerr << "lsf info: unknown argument '" << args[i] << "' (usage: lsf info [--threads N])\n";
+      return 2;
+    }
+  }
+  std::cout << lsf::build_info();
+  return 0;
+}
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> table = {
+      {"info", "print version, build options, BLAS, threads and devices", run_info},
+  };
+  return table;
+}
+
+void usage(std::ostream& os) {
+  os << "usage: lsf <command> [options]\n\ncommands:\n";
+  for (const Command& c : commands()) os << "  " << c.name << std::string(10 - std::strlen(c.name), ' ') << c.summary << "\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    usage(argc < 2 ? std::cerr : std::cout);
+    return argc < 2 ? 2 : 0;
+  }
+  std::vector<std::string> args(argv + 2, argv + argc);
+  for (const Command& c : commands()) {
+    if (argv[1] != std::string(c.name)) continue;
+    try {
+      return c.run(args);
+    } catch (const lsf::Error& e) {
+      std::cerr << "lsf " << c.name << ": error: " << e.what() << "\n";
+      return 1;
+    }
+  }
+  std::cerr << "lsf: unknown command '" << argv[1] << "'\n";
+  usage(std::cerr);
+  return 2;
+}
