@@ -60,6 +60,8 @@ inline Tensor fixture_tensor(const nlohmann::json& j) {
     if (v.is_string()) {  // "nan", "inf", "-inf"
       std::string s = v.get<std::string>();
       data.push_back(s == "nan" ? NAN : s == "inf" ? INFINITY : -INFINITY);
+    } else if (v.is_boolean()) {
+      data.push_back(v.get<bool>() ? 1.0 : 0.0);
     } else {
       data.push_back(v.get<double>());
     }

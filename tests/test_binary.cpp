@@ -1,0 +1,68 @@
+// Binary elementwise ops: values against PyTorch (tests/fixtures/core.json), broadcasting,
+// float64 gradient checks, comparisons and argument errors.
+#include "helpers.h"
+
+using namespace lsf;
+using testing::gradcheck;
+
+// f64 elementwise results are one correctly rounded operation away from PyTorch's:
+// atol = rtol = 4·2⁻⁵³ would do; 1e-14 leaves room for printing/parsing round trips.
+constexpr double kF64Tol = 1e-14;
+
+TEST_CASE("binary ops match PyTorch with broadcasting", "[binary]") {
+  auto f = test::load_fixture("core")["binary"];
+  Tensor a = test::fixture_tensor(f["a"]), b = test::fixture_tensor(f["b"]), c = test::fixture_tensor(f["c"]);
+  test::check_close(add(a, b), test::fixture_tensor(f["add"]), kF64Tol, kF64Tol);
+  test::check_close(a - b, test::fixture_tensor(f["sub"]), kF64Tol, kF64Tol);
+  test::check_close(a * c, test::fixture_tensor(f["mul"]), kF64Tol, kF64Tol);
+  test::check_close(a / c, test::fixture_tensor(f["div"]), kF64Tol, kF64Tol);
+  test::check_close(a + 2.5, test::fixture_tensor(f["add_scalar"]), kF64Tol, kF64Tol);
+  test::check_close(2.5 - a, test::fixture_tensor(f["rsub_scalar"]), kF64Tol, kF64Tol);
+  test::check_close(2.0 / c, test::fixture_tensor(f["rdiv_scalar"]), kF64Tol, kF64Tol);
+  Tensor less = lt(a, b);
+  CHECK(less.dtype() == kBool);
+  test::check_close(less, test::fixture_tensor(f["lt"]), 0, 0);
+  test::check_close(eq(a, a), test::fixture_tensor(f["eq_self"]), 0, 0);
+}
+
+TEST_CASE("binary ops work on integer tensors and on non-contiguous views", "[binary]") {
+  Tensor i = arange(6).view({2, 3});
+  test::check_equal<int64_t>(add(i, 1.0), {2, 3}, {1, 2, 3, 4, 5, 6});
+  test::check_equal<int64_t>(mul(i.t(), 2.0), {3, 2}, {0, 6, 2, 8, 4, 10});
+  Tensor x = arange(0.0, 12.0, 1.0, kF32).view({3, 4});
+  Tensor col = x.slice(1, 1, 4, 2);  // columns 1 and 3: strided
+  test::check_equal<float>(add(col, col), {3, 2}, {2, 6, 10, 14, 18, 22});
+  CHECK_THROWS_WITH(add(i, 0.5), Catch::Contains("add") && Catch::Contains("i64"));
+  CHECK_THROWS_WITH(div(i, i), Catch::Contains("div") && Catch::Contains("floating"));
+}
+
+TEST_CASE("binary ops reject incompatible shapes, dtypes and undefined tensors", "[binary]") {
+  Tensor a = zeros({2, 3}), b = zeros({4, 3});
+  CHECK_THROWS_WITH(add(a, b), Catch::Contains("add") && Catch::Contains("{2, 3}") && Catch::Contains("{4, 3}"));
+  CHECK_THROWS_WITH(mul(a, zeros({2, 3}, kF64)), Catch::Contains("mul") && Catch::Contains("dtype mismatch"));
+  CHECK_THROWS_WITH(sub(a, Tensor()), Catch::Contains("sub") && Catch::Contains("undefined"));
+  CHECK_THROWS_WITH(add(zeros({2}, kBF16), zeros({2}, kBF16)), Catch::Contains("bf16") && Catch::Contains("to(kF32)"));
+}
+
+TEST_CASE("binary ops pass float64 gradient checks, including broadcast inputs", "[binary][gradcheck]") {
+  Tensor a = test::grad_input({2, 3, 4}, 1), b = test::grad_input({3, 1}, 2);
+  Tensor c = test::grad_input({4}, 3);
+  {
+    NoGradGuard g;
+    c.copy_(add(mul(c, c), 0.5));  // keep the divisor away from 0
+  }
+  CHECK(gradcheck([](const TensorList& in) { return add(in[0], in[1]); }, {a, b}));
+  CHECK(gradcheck([](const TensorList& in) { return sub(in[0], in[1]); }, {a, b}));
+  CHECK(gradcheck([](const TensorList& in) { return mul(in[0], in[1]); }, {a, b}));
+  CHECK(gradcheck([](const TensorList& in) { return div(in[0], in[1]); }, {a, c}));
+  CHECK(gradcheck([](const TensorList& in) { return add(in[0], in[1], -0.5); }, {a, b}));
+  CHECK(gradcheck([](const TensorList& in) { return 3.0 / in[0]; }, {c}));
+  CHECK(gradcheck([](const TensorList& in) { return -in[0] * 2.0 - 1.0; }, {a}));
+}
+
+TEST_CASE("comparisons do not carry gradients", "[binary]") {
+  Tensor a = test::grad_input({3}, 4);
+  Tensor m = gt(a, 0.0);
+  CHECK_FALSE(m.requires_grad());
+  CHECK(m.dtype() == kBool);
+}
