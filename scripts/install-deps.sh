@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what lsformer needs to build and test on Debian 12 (bookworm). Idempotent.
+#   --bench   also installs python3-torch, the peer the benchmarks in bench/ compare against.
+# The CUDA backend additionally needs the CUDA toolkit (nvcc, cuBLAS) under /usr/local/cuda;
+# without it lsformer builds CPU-only.
+set -euo pipefail
+
+packages=(build-essential cmake ninja-build pkg-config
+          libopenblas-openmp-dev   # OpenBLAS on OpenMP: GEMMs share our thread pool
+          catch2 nlohmann-json3-dev)
+if [[ "${1:-}" == "--bench" ]]; then packages+=(python3 python3-torch); fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: everything is installed"
+  exit 0
+fi
+sudo=""
+if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

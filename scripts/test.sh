@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The README's test command: install dependencies, build everything (library, tools, tests,
+# benchmarks; the CUDA backend too when nvcc is present), run the whole test suite, then build
+# and run examples/embed against an installed copy of the package.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+jobs=$(nproc)
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLSF_CUDA="${LSF_CUDA:-AUTO}" \
+      -DCMAKE_INSTALL_PREFIX="$PWD/build/install"
+cmake --build build -j "$jobs"
+ctest --test-dir build --output-on-failure -j "$jobs"
+
+# A separate project that find_package()s the installed lsformer.
+cmake --install build >/dev/null
+cmake -S examples/embed -B build/embed -G Ninja -DCMAKE_PREFIX_PATH="$PWD/build/install"
+cmake --build build/embed
+./build/embed/embed
+echo "examples/embed: built and ran against the installed package"
