@@ -37,3 +37,6 @@ if(NOT LSF_CBLAS_INCLUDE_DIR)
   message(FATAL_ERROR "lsformer: cblas.h not found (apt-get install libopenblas-openmp-dev)")
 endif()
 target_include_directories(lsf_openblas INTERFACE ${LSF_CBLAS_INCLUDE_DIR})
+
+# JSON (safetensors headers, configs): header-only and private to the library.
+find_package(nlohmann_json 3 REQUIRED)

@@ -145,7 +145,7 @@ void check_inplace_allowed(const Tensor& t, const char* op) {
 }
 }  // namespace
 
-Tensor& Tensor::copy_(const Tensor& src) {
+const Tensor& Tensor::copy_(const Tensor& src) const {
   check_inplace_allowed(*this, "copy_");
   LSF_CHECK(src.defined()) << "copy_: the source tensor is undefined";
   LSF_CHECK(src.device() == device()) << "copy_: source on " << src.device()
@@ -158,7 +158,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   return *this;
 }
 
-Tensor& Tensor::fill_(double value) {
+const Tensor& Tensor::fill_(double value) const {
   check_inplace_allowed(*this, "fill_");
   fill_kernel(device(), *this, value);
   impl_->storage->bump_version();

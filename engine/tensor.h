@@ -149,10 +149,11 @@ class Tensor {
   template <typename T> std::vector<T> to_vector() const;  // all values, row-major
 
   // ---- in-place writes (not recorded by autograd; for optimizers and initialisers) ----
+  // const like every method here: they change the data, not the handle.
   // Refused on a tensor that requires grad while grad mode is on (as in PyTorch).
-  Tensor& copy_(const Tensor& src);  // broadcasts src; converts dtype
-  Tensor& fill_(double value);
-  Tensor& zero_() { return fill_(0.0); }
+  const Tensor& copy_(const Tensor& src) const;  // broadcasts src; converts dtype
+  const Tensor& fill_(double value) const;
+  const Tensor& zero_() const { return fill_(0.0); }
 
  private:
   std::shared_ptr<TensorImpl> impl_;

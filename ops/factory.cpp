@@ -56,7 +56,7 @@ Tensor tensor_from_host(const void* data, DType src_dtype, int64_t count, const 
   return finish(out, options);
 }
 
-Tensor& uniform_(Tensor& t, double low, double high, Generator* generator) {
+const Tensor& uniform_(const Tensor& t, double low, double high, Generator* generator) {
   LSF_CHECK(t.defined() && is_floating(t.dtype())) << "uniform_: expected a floating-point tensor";
   LSF_CHECK(low <= high) << "uniform_: low " << low << " is greater than high " << high;
   Generator& g = generator ? *generator : default_generator();
@@ -68,7 +68,7 @@ Tensor& uniform_(Tensor& t, double low, double high, Generator* generator) {
   return t;
 }
 
-Tensor& normal_(Tensor& t, double mean, double std, Generator* generator) {
+const Tensor& normal_(const Tensor& t, double mean, double std, Generator* generator) {
   LSF_CHECK(t.defined() && is_floating(t.dtype())) << "normal_: expected a floating-point tensor";
   LSF_CHECK(std >= 0) << "normal_: std must be non-negative, got " << std;
   Generator& g = generator ? *generator : default_generator();

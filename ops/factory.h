@@ -24,8 +24,8 @@ Tensor rand(const Shape& shape, const TensorOptions& options = {}, Generator* ge
 Tensor randn(const Shape& shape, const TensorOptions& options = {}, Generator* generator = nullptr);
 
 // In-place random fills (initialisers). Not recorded by autograd.
-Tensor& uniform_(Tensor& t, double low, double high, Generator* generator = nullptr);
-Tensor& normal_(Tensor& t, double mean, double std, Generator* generator = nullptr);
+const Tensor& uniform_(const Tensor& t, double low, double high, Generator* generator = nullptr);
+const Tensor& normal_(const Tensor& t, double mean, double std, Generator* generator = nullptr);
 
 Tensor empty_like(const Tensor& t);
 Tensor zeros_like(const Tensor& t);

@@ -9,6 +9,7 @@
 #include "engine/info.h"
 #include "engine/parallel.h"
 #include "engine/random.h"
+#include "engine/safetensors.h"
 #include "engine/storage.h"
 #include "engine/tensor.h"
 #include "ops/binary.h"

@@ -1,0 +1,261 @@
+#include "engine/safetensors.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "engine/autograd.h"
+#include "engine/core_kernels.h"
+
+namespace lsf {
+namespace {
+
+static_assert(std::endian::native == std::endian::little,
+              "safetensors stores little-endian data; big-endian hosts would need byte swapping");
+
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // the reference reader's limit
+
+const char* format_name(DType t) {
+  switch (t) {
+    case DType::F32: return "F32";
+    case DType::F64: return "F64";
+    case DType::BF16: return "BF16";
+    case DType::F16: return "F16";
+    case DType::I32: return "I32";
+    case DType::I64: return "I64";
+    case DType::U8: return "U8";
+    case DType::Bool: return "BOOL";
+  }
+  return "?";
+}
+
+DType parse_dtype(const std::string& s, const std::string& name, const std::string& source) {
+  for (DType t : {kF32, kF64, kBF16, kF16, kI32, kI64, kU8, kBool})
+    if (s == format_name(t)) return t;
+  static const std::set<std::string> known = {"I8", "I16", "U16", "U32", "U64", "C64", "F4", "F6_E2M3",
+                                              "F6_E3M2", "F8_E5M2", "F8_E4M3", "F8_E8M0",
+                                              "F8_E4M3FNUZ", "F8_E5M2FNUZ"};
+  LSF_CHECK(!known.count(s)) << source << ": tensor '" << name << "' has dtype " << s
+                             << ", which lsformer does not support (supported: F32, F64, BF16, "
+                                "F16, I32, I64, U8, BOOL)";
+  LSF_FAIL() << source << ": tensor '" << name << "' has unknown dtype '" << s << "'";
+}
+
+struct Entry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  uint64_t begin, end;
+};
+
+}  // namespace
+
+std::string serialize_safetensors(const NamedTensors& tensors, const Metadata& metadata) {
+  NoGradGuard no_grad;
+  std::set<std::string> seen;
+  std::vector<std::pair<std::string, Tensor>> items;
+  for (const auto& [name, t] : tensors) {
+    LSF_CHECK(!name.empty()) << "save_safetensors: empty tensor name";
+    LSF_CHECK(name != "__metadata__") << "save_safetensors: '__metadata__' is reserved, not a tensor name";
+    LSF_CHECK(seen.insert(name).second) << "save_safetensors: duplicate tensor name '" << name << "'";
+    LSF_CHECK(t.defined()) << "save_safetensors: tensor '" << name << "' is undefined";
+    items.emplace_back(name, t.to(kCPU).contiguous());
+  }
+  // Descending alignment, then name: each tensor starts at a multiple of its element size.
+  std::sort(items.begin(), items.end(), [](const auto& a, const auto& b) {
+    size_t sa = dtype_size(a.second.dtype()), sb = dtype_size(b.second.dtype());
+    return sa != sb ? sa > sb : a.first < b.first;
+  });
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) {
+    nlohmann::ordered_json m = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : metadata) m[k] = v;
+    header["__metadata__"] = m;
+  }
+  uint64_t offset = 0;
+  for (const auto& [name, t] : items) {
+    uint64_t n = t.nbytes();
+    header[name] = {{"dtype", format_name(t.dtype())}, {"shape", t.shape()}, {"data_offsets", {offset, offset + n}}};
+    offset += n;
+  }
+  std::string json = header.dump();
+  json.append((8 - json.size() % 8) % 8, ' ');  // the data buffer starts 8-byte aligned
+  std::string out(8, '\0');
+  uint64_t n = json.size();
+  std::memcpy(out.data(), &n, 8);
+  out += json;
+  out.reserve(out.size() + offset);
+  for (const auto& [name, t] : items) out.append(static_cast<const char*>(t.raw_data()), t.nbytes());
+  return out;
+}
+
+SafetensorsContents parse_safetensors(const std::string& bytes, const std::string& source) {
+  LSF_CHECK(bytes.size() >= 8) << source << ": truncated safetensors file (" << bytes.size()
+                               << " bytes, shorter than the 8-byte header length)";
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  LSF_CHECK(n <= kMaxHeaderBytes) << source << ": header length " << n << " exceeds the "
+                                  << kMaxHeaderBytes << "-byte limit (not a safetensors file?)";
+  LSF_CHECK(8 + n <= bytes.size()) << source << ": header length " << n << " runs past the end of the "
+                                   << bytes.size() << "-byte file (truncated?)";
+  const std::string header_text = bytes.substr(8, n);
+  LSF_CHECK(!header_text.empty() && header_text[0] == '{')
+      << source << ": the JSON header must start with '{'";
+
+  // Parse, refusing duplicate keys in the top-level object (nlohmann would keep the last).
+  std::set<std::string> keys;
+  std::string duplicate;
+  auto track = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    if (event == nlohmann::json::parse_event_t::key && depth == 1 && !keys.insert(parsed.get<std::string>()).second)
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(header_text, track);
+  } catch (const nlohmann::json::exception& e) {
+    LSF_FAIL() << source << ": the header is not valid JSON (" << e.what() << ")";
+  }
+  LSF_CHECK(duplicate.empty()) << source << ": duplicate entry '" << duplicate << "' in the header";
+  LSF_CHECK(header.is_object()) << source << ": the header must be a JSON object";
+
+  SafetensorsContents out;
+  std::vector<Entry> entries;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    const std::string& name = it.key();
+    const nlohmann::json& v = it.value();
+    if (name == "__metadata__") {
+      LSF_CHECK(v.is_object()) << source << ": __metadata__ must be an object of strings";
+      for (auto m = v.begin(); m != v.end(); ++m) {
+        LSF_CHECK(m.value().is_string()) << source << ": __metadata__ value for '" << m.key()
+                                         << "' is not a string";
+        out.metadata[m.key()] = m.value().get<std::string>();
+      }
+      continue;
+    }
+    LSF_CHECK(v.is_object()) << source << ": entry '" << name << "' is not an object";
+    for (auto f = v.begin(); f != v.end(); ++f)
+      LSF_CHECK(f.key() == "dtype" || f.key() == "shape" || f.key() == "data_offsets")
+          << source << ": entry '" << name << "' has unknown field '" << f.key() << "'";
+    LSF_CHECK(v.contains("dtype") && v["dtype"].is_string())
+        << source << ": entry '" << name << "' has no string 'dtype'";
+    LSF_CHECK(v.contains("shape") && v["shape"].is_array())
+        << source << ": entry '" << name << "' has no 'shape' array";
+    LSF_CHECK(v.contains("data_offsets") && v["data_offsets"].is_array() && v["data_offsets"].size() == 2)
+        << source << ": entry '" << name << "' needs 'data_offsets': [begin, end]";
+    Entry e;
+    e.name = name;
+    e.dtype = parse_dtype(v["dtype"].get<std::string>(), name, source);
+    uint64_t numel = 1;
+    for (const auto& d : v["shape"]) {
+      LSF_CHECK(d.is_number_unsigned()) << source << ": entry '" << name
+                                        << "' has a shape entry that is not a non-negative integer";
+      uint64_t s = d.get<uint64_t>();
+      LSF_CHECK(s < (uint64_t(1) << 40) && (s == 0 || numel <= (uint64_t(1) << 62) / s))
+          << source << ": entry '" << name << "' has an impossibly large shape";
+      numel *= s;
+      e.shape.push_back(int64_t(s));
+    }
+    for (const auto& o : v["data_offsets"])
+      LSF_CHECK(o.is_number_unsigned()) << source << ": entry '" << name
+                                        << "' has data_offsets that are not non-negative integers";
+    e.begin = v["data_offsets"][0].get<uint64_t>();
+    e.end = v["data_offsets"][1].get<uint64_t>();
+    LSF_CHECK(e.begin <= e.end) << source << ": entry '" << name << "' has data_offsets [" << e.begin
+                                << ", " << e.end << "] with begin after end";
+    LSF_CHECK(e.end - e.begin == numel * dtype_size(e.dtype))
+        << source << ": entry '" << name << "' spans " << e.end - e.begin << " bytes, but shape "
+        << e.shape << " of " << v["dtype"].get<std::string>() << " needs " << numel * dtype_size(e.dtype);
+    entries.push_back(std::move(e));
+  }
+
+  // The tensors must tile the buffer exactly: no gaps, no overlaps, nothing after the last.
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  const uint64_t buffer_size = bytes.size() - 8 - n;
+  uint64_t expected = 0;
+  for (const Entry& e : entries) {
+    LSF_CHECK(e.begin == expected) << source << ": entry '" << e.name << "' starts at byte " << e.begin
+                                   << " of the data buffer, expected " << expected
+                                   << " (tensors must tile the buffer without gaps or overlaps)";
+    expected = e.end;
+  }
+  LSF_CHECK(expected == buffer_size) << source << ": the tensors cover " << expected
+                                     << " bytes but the data buffer holds " << buffer_size
+                                     << (expected > buffer_size ? " (truncated file?)" : " (trailing bytes)");
+  const char* data = bytes.data() + 8 + n;
+  for (const Entry& e : entries) {
+    Tensor t = empty(e.shape, TensorOptions(e.dtype));
+    if (e.end > e.begin) std::memcpy(t.raw_data(), data + e.begin, e.end - e.begin);
+    if (e.dtype == kBool) {
+      const uint8_t* p = static_cast<const uint8_t*>(t.raw_data());
+      for (int64_t i = 0; i < t.numel(); ++i)
+        LSF_CHECK(p[i] <= 1) << source << ": BOOL tensor '" << e.name << "' holds byte " << int(p[i])
+                             << " at element " << i << " (only 0 and 1 are valid)";
+    }
+    out.tensors.emplace(e.name, t);
+  }
+  return out;
+}
+
+void write_file_atomically(const std::string& path, const std::string& bytes) {
+  namespace fs = std::filesystem;
+  fs::path target(path);
+  fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  LSF_CHECK(fs::is_directory(dir)) << "save: directory '" << dir.string() << "' does not exist";
+  std::string tmp = (dir / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()))).string();
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  LSF_CHECK(fd >= 0) << "save: cannot create '" << tmp << "': " << std::strerror(errno);
+  size_t written = 0;
+  while (written < bytes.size()) {
+    ssize_t w = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      LSF_FAIL() << "save: writing '" << tmp << "' failed: " << std::strerror(err);
+    }
+    written += size_t(w);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    LSF_FAIL() << "save: flushing '" << tmp << "' failed: " << std::strerror(err);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    LSF_FAIL() << "save: renaming '" << tmp << "' to '" << path << "' failed: " << std::strerror(err);
+  }
+  // Persist the rename itself.
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata) {
+  write_file_atomically(path, serialize_safetensors(tensors, metadata));
+}
+
+SafetensorsContents load_safetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  LSF_CHECK(in.good()) << "load_safetensors: cannot open '" << path << "'"
+                       << (std::filesystem::exists(path) ? "" : " (no such file)");
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  LSF_CHECK(!in.bad()) << "load_safetensors: error reading '" << path << "'";
+  return parse_safetensors(bytes, path);
+}
+
+}  // namespace lsf

@@ -1,0 +1,40 @@
+// safetensors files (the format of HuggingFace's safetensors library), read and written
+// exactly as the format defines it:
+//   [8-byte little-endian header length N][N bytes of JSON header, space-padded][data buffer]
+// The header maps names to {"dtype", "shape", "data_offsets": [begin, end)} (offsets relative
+// to the buffer) and may hold "__metadata__" (string → string). Tensors are written in order
+// of descending dtype alignment, then name, with N a multiple of 8, so every tensor is
+// naturally aligned. Every malformed file is rejected with an lsf::Error saying what is wrong.
+// Writes are atomic: a temporary file in the same directory is fsynced and renamed over the
+// target, so an interrupted save never destroys the previous file.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace lsf {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+using Metadata = std::map<std::string, std::string>;
+
+struct SafetensorsContents {
+  std::map<std::string, Tensor> tensors;  // CPU tensors, by name
+  Metadata metadata;                      // "__metadata__", empty when absent
+};
+
+// Saves tensors (any device; copied to the host) with optional metadata. Names must be unique
+// and not "__metadata__"; tensors sharing storage are written as independent copies.
+void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata = {});
+SafetensorsContents load_safetensors(const std::string& path);
+// The same, to and from memory.
+std::string serialize_safetensors(const NamedTensors& tensors, const Metadata& metadata = {});
+SafetensorsContents parse_safetensors(const std::string& bytes, const std::string& source = "<memory>");
+
+// Writes `bytes` to `path` atomically (temporary file, fsync, rename, fsync of the directory).
+void write_file_atomically(const std::string& path, const std::string& bytes);
+
+}  // namespace lsf

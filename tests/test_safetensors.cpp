@@ -1,0 +1,134 @@
+// safetensors I/O: the upstream test vector, round trips of every dtype, layout rules, atomic
+// writes, and one clear error for each kind of malformed file.
+#include <filesystem>
+#include <fstream>
+
+#include "helpers.h"
+
+using namespace lsf;
+
+namespace {
+std::string header_file(const std::string& json, const std::string& data) {
+  std::string out(8, '\0');
+  uint64_t n = json.size();
+  std::memcpy(out.data(), &n, 8);
+  return out + json + data;
+}
+}  // namespace
+
+TEST_CASE("the upstream unit-test vector loads as one I32 2x2 zero tensor", "[safetensors]") {
+  std::string json = R"({"test":{"dtype":"I32","shape":[2,2],"data_offsets":[0,16]}})";
+  REQUIRE(json.size() == 0x3c);
+  auto c = parse_safetensors(header_file(json, std::string(16, '\0')));
+  REQUIRE(c.tensors.size() == 1);
+  test::check_equal<int32_t>(c.tensors.at("test"), {2, 2}, {0, 0, 0, 0});
+  CHECK(c.metadata.empty());
+}
+
+TEST_CASE("every dtype round-trips bit-exactly with metadata", "[safetensors]") {
+  manual_seed(3);
+  NamedTensors in = {
+      {"w.f32", randn({3, 4})},
+      {"w.f64", randn({2}, kF64)},
+      {"w.bf16", randn({5}).to(kBF16)},
+      {"w.f16", randn({2, 3}).to(kF16)},
+      {"n.i32", tensor(std::vector<int32_t>{-1, 7})},
+      {"n.i64", scalar_tensor(42, kI64)},  // 0-rank
+      {"n.u8", tensor(std::vector<uint8_t>{0, 255})},
+      {"n.bool", tensor(std::vector<bool>{true, false, true})},
+      {"empty", zeros({0, 4})},
+      {"view", arange(0.0, 12.0, 1.0).view({3, 4}).t()},  // non-contiguous: saved as its values
+  };
+  std::string bytes = serialize_safetensors(in, {{"format", "pt"}, {"step", "10"}});
+  uint64_t n;
+  std::memcpy(&n, bytes.data(), 8);
+  CHECK(n % 8 == 0);  // the data buffer starts 8-byte aligned
+  auto out = parse_safetensors(bytes);
+  CHECK(out.metadata == Metadata{{"format", "pt"}, {"step", "10"}});
+  REQUIRE(out.tensors.size() == in.size());
+  for (const auto& [name, t] : in) {
+    INFO(name);
+    const Tensor& u = out.tensors.at(name);
+    CHECK(u.dtype() == t.dtype());
+    CHECK(u.shape() == t.shape());
+    Tensor tc = t.contiguous();
+    CHECK(std::memcmp(u.raw_data(), tc.raw_data(), tc.nbytes()) == 0);
+  }
+  // Alignment order: 8-byte dtypes first, then 4, 2, 1; names sorted within a size.
+  auto header = nlohmann::json::parse(bytes.substr(8, n));
+  CHECK(header["n.i64"]["data_offsets"][0] == 0);
+  CHECK(header["w.f64"]["data_offsets"][0] == 8);
+  CHECK(header["__metadata__"]["format"] == "pt");
+}
+
+TEST_CASE("saving is atomic and refuses bad names", "[safetensors]") {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("lsf_st_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::string path = (dir / "model.safetensors").string();
+  save_safetensors(path, {{"a", ones({2})}});
+  save_safetensors(path, {{"a", zeros({3})}});  // replaces the old file in one rename
+  auto c = load_safetensors(path);
+  test::check_equal<float>(c.tensors.at("a"), {3}, {0, 0, 0});
+  size_t files = 0;
+  for (auto& e : fs::directory_iterator(dir)) files += e.is_regular_file();
+  CHECK(files == 1);  // no temporary left behind
+  CHECK_THROWS_WITH(save_safetensors(path, {{"a", ones({1})}, {"a", ones({1})}}), Catch::Contains("duplicate"));
+  CHECK_THROWS_WITH(save_safetensors(path, {{"__metadata__", ones({1})}}), Catch::Contains("reserved"));
+  CHECK_THROWS_WITH(save_safetensors((dir / "no/such/dir/x").string(), {{"a", ones({1})}}), Catch::Contains("does not exist"));
+  CHECK_THROWS_WITH(load_safetensors((dir / "missing.safetensors").string()), Catch::Contains("no such file"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("malformed files each give their own error", "[safetensors]") {
+  const std::string ok = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  const std::string data(8, '\0');
+  auto fails = [](const std::string& bytes, const std::string& expect) {
+    INFO("expecting: " << expect);
+    CHECK_THROWS_WITH(parse_safetensors(bytes), Catch::Contains(expect));
+  };
+  REQUIRE_NOTHROW(parse_safetensors(header_file(ok, data)));
+  fails(std::string(5, '\0'), "truncated");
+  fails(header_file(ok, data).substr(0, 20), "runs past the end");
+  std::string huge(8, '\0');
+  uint64_t big = 200'000'000;
+  std::memcpy(huge.data(), &big, 8);
+  fails(huge, "exceeds the");
+  fails(header_file(R"(["a"])", ""), "must start with '{'");
+  fails(header_file(R"({"a":)", ""), "not valid JSON");
+  fails(header_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", data), "duplicate entry 'a'");
+  fails(header_file(R"({"a":{"dtype":"Q7","shape":[2],"data_offsets":[0,8]}})", data), "unknown dtype 'Q7'");
+  fails(header_file(R"({"a":{"dtype":"C64","shape":[1],"data_offsets":[0,8]}})", data), "does not support");
+  fails(header_file(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", data), "needs 12");
+  fails(header_file(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", data), "non-negative integer");
+  fails(header_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", data), "begin after end");
+  fails(header_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1}})", data), "unknown field 'x'");
+  fails(header_file(R"({"a":{"dtype":"F32","shape":[2]}})", data), "data_offsets");
+  fails(header_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", data), "starts at byte 4");
+  fails(header_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", std::string(12, '\0')), "expected 8");
+  fails(header_file(ok, data + "xx"), "trailing bytes");
+  fails(header_file(ok, data.substr(0, 4)), "truncated file");
+  fails(header_file(R"({"__metadata__":{"k":1},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", data), "not a string");
+  fails(header_file(R"({"a":{"dtype":"BOOL","shape":[1],"data_offsets":[0,1]}})", std::string(1, '\x07')), "only 0 and 1");
+}
+
+TEST_CASE("random corruptions of a valid file never crash", "[safetensors]") {
+  std::string good = serialize_safetensors({{"x", randn({4, 4})}, {"y", arange(3)}}, {{"k", "v"}});
+  Generator g(11);
+  Tensor picks = rand({2000}, kF64, &g);
+  auto p = picks.to_vector<double>();
+  int errors = 0;
+  for (size_t i = 0; i + 1 < p.size(); i += 2) {
+    std::string bad = good;
+    size_t at = size_t(p[i] * double(bad.size()));
+    bad[at] = char(int(p[i + 1] * 256));
+    try {
+      parse_safetensors(bad);
+    } catch (const Error&) {
+      ++errors;
+    }
+  }
+  // Each truncation is an error, too.
+  for (size_t len = 0; len < good.size(); len += 7) CHECK_THROWS_AS(parse_safetensors(good.substr(0, len)), Error);
+  CHECK(errors > 0);
+}
