@@ -165,6 +165,26 @@ const Tensor& Tensor::fill_(double value) const {
   return *this;
 }
 
+void Tensor::set_data(const Tensor& src) const {
+  LSF_REQUIRE_DEFINED("set_data");
+  LSF_CHECK(src.defined()) << "set_data: the source tensor is undefined";
+  LSF_CHECK(is_leaf()) << "set_data: only leaf tensors can be given new data";
+  LSF_CHECK(!requires_grad() || is_floating(src.dtype()))
+      << "set_data: a tensor that requires grad needs floating-point data, got " << src.dtype();
+  TensorImpl* s = src.impl();
+  impl_->storage = s->storage;
+  impl_->offset = s->offset;
+  impl_->shape = s->shape;
+  impl_->strides = s->strides;
+  impl_->dtype = s->dtype;
+  if (impl_->autograd) {
+    auto& g = impl_->autograd->grad;
+    if (g && (g->shape != s->shape || g->dtype != s->dtype || g->storage->device() != s->storage->device()))
+      g = nullptr;
+    impl_->autograd->grad_accumulator.reset();  // its metadata describes the old geometry
+  }
+}
+
 Tensor empty(const Shape& shape, const TensorOptions& options) {
   for (int64_t s : shape)
     LSF_CHECK(s >= 0) << "empty: negative dimension in shape " << shape;

@@ -154,6 +154,10 @@ class Tensor {
   const Tensor& copy_(const Tensor& src) const;  // broadcasts src; converts dtype
   const Tensor& fill_(double value) const;
   const Tensor& zero_() const { return fill_(0.0); }
+  // Makes this tensor (every handle to it) refer to `src`'s data, geometry, dtype and device,
+  // like PyTorch's `t.data = src`. Leaves only; requires_grad is kept, a gradient of a different
+  // shape, dtype or device is dropped. Module::to(device) uses it so that layers' handles stay valid.
+  void set_data(const Tensor& src) const;
 
  private:
   std::shared_ptr<TensorImpl> impl_;

@@ -1,0 +1,194 @@
+#include "models/nn/module.h"
+
+#include <ostream>
+#include <set>
+#include <sstream>
+
+#include "engine/autograd.h"
+
+namespace lsf::nn {
+
+std::string LoadReport::str() const {
+  std::ostringstream os;
+  auto list = [&](const char* what, const std::vector<std::string>& names) {
+    if (names.empty()) return;
+    os << what << " (" << names.size() << "):";
+    for (const auto& n : names) os << " " << n;
+    os << "\n";
+  };
+  list("missing", missing);
+  list("unexpected", unexpected);
+  list("mismatched", mismatched);
+  return ok() ? "all names and shapes match" : os.str();
+}
+
+void Module::check_new_name(const std::string& name) const {
+  LSF_CHECK(!name.empty() && name.find('.') == std::string::npos)
+      << type_name_ << ": invalid name '" << name << "' (non-empty, without dots)";
+  for (const auto& s : parameters_) LSF_CHECK(s.name != name) << type_name_ << ": '" << name << "' is already registered";
+  for (const auto& s : buffers_) LSF_CHECK(s.name != name) << type_name_ << ": '" << name << "' is already registered";
+  for (const auto& c : children_) LSF_CHECK(c.first != name) << type_name_ << ": '" << name << "' is already registered";
+}
+
+Tensor Module::register_parameter(const std::string& name, Tensor t) {
+  check_new_name(name);
+  LSF_CHECK(t.defined()) << type_name_ << ": parameter '" << name << "' is undefined";
+  LSF_CHECK(is_floating(t.dtype())) << type_name_ << ": parameter '" << name << "' must be floating-point, got " << t.dtype();
+  if (!t.is_leaf()) t = t.detach();
+  t.requires_grad_(true);
+  parameters_.push_back({name, t, true});
+  return t;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor t, bool persistent) {
+  check_new_name(name);
+  LSF_CHECK(t.defined()) << type_name_ << ": buffer '" << name << "' is undefined";
+  t = t.detach();
+  buffers_.push_back({name, t, persistent});
+  return t;
+}
+
+void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
+  check_new_name(name);
+  LSF_CHECK(module != nullptr) << type_name_ << ": submodule '" << name << "' is null";
+  children_.emplace_back(name, std::move(module));
+}
+
+void Module::visit(const std::string& prefix, bool params, bool buffers, bool persistent_only,
+                   NamedTensors& out) const {
+  if (params)
+    for (const auto& s : parameters_) out.emplace_back(prefix + s.name, s.tensor);
+  if (buffers)
+    for (const auto& s : buffers_)
+      if (s.persistent || !persistent_only) out.emplace_back(prefix + s.name, s.tensor);
+  for (const auto& [name, child] : children_) child->visit(prefix + name + ".", params, buffers, persistent_only, out);
+}
+
+NamedTensors Module::named_parameters() const {
+  NamedTensors out;
+  visit("", true, false, false, out);
+  return out;
+}
+
+TensorList Module::parameters() const {
+  TensorList out;
+  for (auto& [name, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+NamedTensors Module::named_buffers(bool persistent_only) const {
+  NamedTensors out;
+  visit("", false, true, persistent_only, out);
+  return out;
+}
+
+NamedTensors Module::state_dict() const {
+  NamedTensors out;
+  visit("", true, true, true, out);
+  return out;
+}
+
+int64_t Module::parameter_count() const {
+  int64_t n = 0;
+  for (const Tensor& p : parameters()) n += p.numel();
+  return n;
+}
+
+LoadReport Module::load_state_dict(const std::map<std::string, Tensor>& state, bool strict) {
+  LoadReport report;
+  NamedTensors mine = state_dict();
+  std::set<std::string> known;
+  std::vector<std::pair<Tensor, Tensor>> assignments;  // (destination, source)
+  for (const auto& [name, t] : mine) {
+    known.insert(name);
+    auto it = state.find(name);
+    if (it == state.end()) {
+      report.missing.push_back(name);
+    } else if (!it->second.defined() || it->second.shape() != t.shape()) {
+      std::ostringstream os;
+      os << name << " (file " << (it->second.defined() ? it->second.shape() : Shape{}) << ", module " << t.shape() << ")";
+      report.mismatched.push_back(os.str());
+    } else {
+      assignments.emplace_back(t, it->second);
+    }
+  }
+  for (const auto& [name, t] : state)
+    if (!known.count(name)) report.unexpected.push_back(name);
+  LSF_CHECK(!strict || report.ok()) << type_name_ << ": load_state_dict (strict) found differences:\n"
+                                    << report.str();
+  NoGradGuard no_grad;
+  for (auto& [dst, src] : assignments) {
+    LSF_CHECK(is_floating(dst.dtype()) == is_floating(src.dtype()))
+        << type_name_ << ": cannot load a " << src.dtype() << " tensor into a " << dst.dtype() << " one";
+    dst.copy_(src.to(dst.device()));
+  }
+  return report;
+}
+
+void Module::save(const std::string& path, const Metadata& metadata) const {
+  save_safetensors(path, state_dict(), metadata);
+}
+
+LoadReport Module::load(const std::string& path, bool strict) {
+  return load_state_dict(load_safetensors(path).tensors, strict);
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [name, child] : children_) child->train(on);
+}
+
+template <typename Fn>
+void Module::for_each_tensor(Fn&& fn) {
+  for (auto& s : parameters_) fn(s.tensor);
+  for (auto& s : buffers_) fn(s.tensor);
+  for (auto& [name, child] : children_) child->for_each_tensor(fn);
+}
+
+void Module::zero_grad() {
+  for (auto& s : parameters_) s.tensor.set_grad(Tensor());
+  for (auto& [name, child] : children_) child->zero_grad();
+}
+
+void Module::to(Device device) {
+  NoGradGuard no_grad;
+  for_each_tensor([&](Tensor& t) {
+    if (t.device() != device) t.set_data(t.detach().to(device));
+  });
+}
+
+void Module::to(DType dtype) {
+  LSF_CHECK(is_floating(dtype)) << type_name_ << ": to(" << dtype << "): modules convert only to floating-point dtypes";
+  NoGradGuard no_grad;
+  for_each_tensor([&](Tensor& t) {
+    if (is_floating(t.dtype()) && t.dtype() != dtype) t.set_data(t.detach().to(dtype));
+  });
+}
+
+void Module::print(std::ostream& os, int indent) const {
+  const std::string pad(indent, ' ');
+  os << type_name_ << "(" << extra_repr();
+  if (parameters_.empty() && buffers_.empty() && children_.empty()) {
+    os << ")";
+    return;
+  }
+  os << "\n";
+  for (const auto& s : parameters_) os << pad << "  " << s.name << ": " << s.tensor.shape() << " " << s.tensor.dtype() << "\n";
+  for (const auto& s : buffers_)
+    os << pad << "  " << s.name << ": " << s.tensor.shape() << " " << s.tensor.dtype() << " (buffer"
+       << (s.persistent ? "" : ", not saved") << ")\n";
+  for (const auto& [name, child] : children_) {
+    os << pad << "  (" << name << "): ";
+    child->print(os, indent + 2);
+    os << "\n";
+  }
+  os << pad << ")";
+  if (indent == 0) os << "  # " << parameter_count() << " parameters";
+}
+
+std::ostream& operator<<(std::ostream& os, const Module& m) {
+  m.print(os);
+  return os;
+}
+
+}  // namespace lsf::nn
