@@ -1,0 +1,285 @@
+// CPU GEMM on OpenBLAS (cblas_sgemm / cblas_dgemm): the batched, broadcasting, reducing
+// product gemm_kernel declares in ops/matmul.h.
+//
+// Plan, then run:
+//  1. Describe each operand as a matrix (rows, cols, two element strides) plus one stride per
+//     batch dim. Size-1 batch dims are dropped.
+//  2. Fold batch dims into the matrices when the strides allow, so one large GEMM replaces a
+//     loop of small ones: into M when b is broadcast along the dim and the dim continues a's and
+//     c's rows (x [B, T, K] · w [K, N]); into N symmetrically; into K when c is summed along the
+//     dim and it continues a's columns and b's rows (the weight gradient xᵀ · dy summed over B).
+//  3. If c is column-major, compute cᵀ = bᵀ · aᵀ instead, so BLAS always writes row-major.
+//  4. Run: a batch of large GEMMs one after the other on OpenBLAS's threads; a batch of small
+//     ones in an OpenMP loop (OpenBLAS, built on OpenMP, runs single-threaded inside it).
+//     Products summed into one c matrix (stride-0 batch dims of c) run in order on one thread
+//     with beta = 1, or, when there are few c matrices and many small products, into
+//     per-thread partial sums added up at the end (a fixed split: deterministic for a given
+//     thread count).
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <climits>
+#include <vector>
+
+#include "ops/matmul.h"
+
+namespace lsf::cpu {
+namespace {
+
+// Multiply-adds per GEMM below which OpenBLAS 0.3 runs one thread (SMP_THRESHOLD_MIN 65536 ×
+// GEMM_MULTITHREAD_THRESHOLD 4): such GEMMs gain nothing from BLAS threads, so we parallelise
+// over the batch instead. Scaled by the thread count, as each BLAS thread wants that much.
+constexpr double kSmallGemmPerThread = 65536.0 * 4.0;
+// Elements of per-thread partial sums we are willing to allocate for a reduced batch.
+constexpr int64_t kMaxPartialElements = int64_t(1) << 24;
+
+struct Operand {
+  char* data = nullptr;  // first element
+  int64_t rs = 0, cs = 0;  // element strides of the matrix's rows and columns
+  Strides batch;           // element strides of the batch dims
+};
+
+struct Problem {
+  int64_t M = 0, N = 0, K = 0;
+  Shape batch;
+  Operand a, b, c;  // a [M, K], b [K, N], c [M, N]
+};
+
+// A matrix as a row-major CBLAS operand: trans when it is stored column-major; ld its leading
+// dimension. Sizes ≤ 1 leave a stride free.
+struct Layout {
+  bool ok = false;
+  bool trans = false;
+  int64_t ld = 0;
+};
+
+Layout blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  if (cols <= 1 || cs == 1) {
+    int64_t ld = rows <= 1 ? std::max<int64_t>(cols, 1) : rs;
+    if (ld >= std::max<int64_t>(cols, 1)) return {true, false, ld};
+  }
+  if (rows <= 1 || rs == 1) {
+    int64_t ld = cols <= 1 ? std::max<int64_t>(rows, 1) : cs;
+    if (ld >= std::max<int64_t>(rows, 1)) return {true, true, ld};
+  }
+  return {};
+}
+
+bool layouts_ok(const Problem& p) {
+  return blas_layout(p.M, p.K, p.a.rs, p.a.cs).ok && blas_layout(p.K, p.N, p.b.rs, p.b.cs).ok &&
+         blas_layout(p.M, p.N, p.c.rs, p.c.cs).ok;
+}
+
+// Can a batch dim with stride `dstride` extend a matrix axis (size, stride) so that the pair
+// (batch index d, axis index i) becomes the single index d·size + i?
+bool extends(int64_t size, int64_t stride, int64_t dstride) {
+  return dstride != 0 && (size == 1 || dstride == stride * size);
+}
+// The merged axis's stride.
+int64_t merged_stride(int64_t size, int64_t stride, int64_t dstride) {
+  return size == 1 ? dstride : stride;
+}
+
+void erase_batch_dim(Problem& p, size_t d) {
+  p.batch.erase(p.batch.begin() + d);
+  for (Operand* o : {&p.a, &p.b, &p.c}) o->batch.erase(o->batch.begin() + d);
+}
+
+// Step 2 of the plan: merges batch dims into M, N or K while the strides allow.
+void fold_batch(Problem& p) {
+  for (size_t d = p.batch.size(); d-- > 0;)
+    if (p.batch[d] == 1) erase_batch_dim(p, d);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t d = p.batch.size(); d-- > 0;) {
+      const int64_t n = p.batch[d], sa = p.a.batch[d], sb = p.b.batch[d], sc = p.c.batch[d];
+      Problem q = p;
+      if (sc == 0 && extends(p.K, p.a.cs, sa) && extends(p.K, p.b.rs, sb)) {
+        q.a.cs = merged_stride(p.K, p.a.cs, sa);  // summed over: part of the contraction
+        q.b.rs = merged_stride(p.K, p.b.rs, sb);
+        q.K *= n;
+      } else if (sb == 0 && extends(p.M, p.a.rs, sa) && extends(p.M, p.c.rs, sc)) {
+        q.a.rs = merged_stride(p.M, p.a.rs, sa);  // b shared: more rows of a and c
+        q.c.rs = merged_stride(p.M, p.c.rs, sc);
+        q.M *= n;
+      } else if (sa == 0 && extends(p.N, p.b.cs, sb) && extends(p.N, p.c.cs, sc)) {
+        q.b.cs = merged_stride(p.N, p.b.cs, sb);  // a shared: more columns of b and c
+        q.c.cs = merged_stride(p.N, p.c.cs, sc);
+        q.N *= n;
+      } else {
+        continue;
+      }
+      erase_batch_dim(q, d);
+      if (!layouts_ok(q)) continue;
+      p = std::move(q);
+      changed = true;
+    }
+  }
+}
+
+// Step 3: cᵀ [N, M] = bᵀ [N, K] · aᵀ [K, M].
+void transpose_problem(Problem& p) {
+  std::swap(p.a, p.b);
+  std::swap(p.M, p.N);
+  for (Operand* o : {&p.a, &p.b, &p.c}) std::swap(o->rs, o->cs);
+}
+
+void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda,
+          const float* b, int ldb, float beta, float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+              k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+void gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double* a, int lda,
+          const double* b, int ldb, double beta, double* c, int ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+              k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// Element offsets of a, b and c for every index of a set of batch dims.
+struct BatchOffsets {
+  std::vector<int64_t> a, b, c;
+  int64_t size() const { return int64_t(a.size()); }
+};
+
+BatchOffsets batch_offsets(const Problem& p, const std::vector<size_t>& dims) {
+  BatchOffsets o;
+  int64_t count = 1;
+  for (size_t d : dims) count *= p.batch[d];
+  o.a.reserve(count);
+  o.b.reserve(count);
+  o.c.reserve(count);
+  std::vector<int64_t> index(dims.size(), 0);
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t oa = 0, ob = 0, oc = 0;
+    for (size_t j = 0; j < dims.size(); ++j) {
+      oa += index[j] * p.a.batch[dims[j]];
+      ob += index[j] * p.b.batch[dims[j]];
+      oc += index[j] * p.c.batch[dims[j]];
+    }
+    o.a.push_back(oa);
+    o.b.push_back(ob);
+    o.c.push_back(oc);
+    for (size_t j = dims.size(); j-- > 0;) {  // odometer increment, last dim fastest
+      if (++index[j] < p.batch[dims[j]]) break;
+      index[j] = 0;
+    }
+  }
+  return o;
+}
+
+template <typename T>
+void run(Problem& p, T alpha, T beta) {
+  fold_batch(p);
+  if (!blas_layout(p.M, p.N, p.c.rs, p.c.cs).ok || blas_layout(p.M, p.N, p.c.rs, p.c.cs).trans)
+    transpose_problem(p);
+  const Layout la = blas_layout(p.M, p.K, p.a.rs, p.a.cs);
+  const Layout lb = blas_layout(p.K, p.N, p.b.rs, p.b.cs);
+  const Layout lc = blas_layout(p.M, p.N, p.c.rs, p.c.cs);
+  LSF_CHECK(la.ok && lb.ok && lc.ok && !lc.trans)
+      << "gemm: an operand is not a matrix BLAS can read in place (strides a {" << p.a.rs << ", "
+      << p.a.cs << "}, b {" << p.b.rs << ", " << p.b.cs << "}, c {" << p.c.rs << ", " << p.c.cs
+      << "}); pass gemm_operand(t)";
+  for (int64_t v : {p.M, p.N, p.K, la.ld, lb.ld, lc.ld})
+    LSF_CHECK(v <= INT_MAX) << "gemm: size " << v << " exceeds BLAS's 32-bit integer range";
+
+  // Batch dims along which c has stride 0 are summed over; the others index c matrices.
+  std::vector<size_t> out_dims, red_dims;
+  for (size_t d = 0; d < p.batch.size(); ++d) (p.c.batch[d] == 0 ? red_dims : out_dims).push_back(d);
+  const BatchOffsets outs = batch_offsets(p, out_dims), reds = batch_offsets(p, red_dims);
+  const int64_t n_out = outs.size(), n_red = reds.size();
+
+  T* const A = reinterpret_cast<T*>(p.a.data);
+  T* const B = reinterpret_cast<T*>(p.b.data);
+  T* const C = reinterpret_cast<T*>(p.c.data);
+  const int M = int(p.M), N = int(p.N), K = int(p.K);
+  const int lda = int(la.ld), ldb = int(lb.ld), ldc = int(lc.ld);
+
+  if (K == 0) {  // an empty sum: c = beta · c (and exactly 0 for beta = 0, even over NaN)
+    for (int64_t o = 0; o < n_out; ++o)
+      for (int i = 0; i < M; ++i)
+        for (int j = 0; j < N; ++j) {
+          T& v = C[outs.c[o] + i * p.c.rs + j];
+          v = beta == T(0) ? T(0) : beta * v;
+        }
+    return;
+  }
+  // All products into c matrix o, in a fixed order: beta applies to the first only.
+  auto product_into = [&](int64_t o, T* c, int ld, T beta0, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      gemm(la.trans, lb.trans, M, N, K, alpha, A + outs.a[o] + reds.a[r], lda, B + outs.b[o] + reds.b[r],
+           ldb, r == r0 ? beta0 : T(1), c, ld);
+  };
+
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const bool small = double(M) * double(N) * double(K) < kSmallGemmPerThread * threads;
+  const bool balanced = n_out % threads == 0 || n_out >= 4 * threads;
+  const int64_t parts = std::min<int64_t>(threads, n_red);
+  const int64_t mn = int64_t(M) * N;
+  const bool many_outputs = n_out >= threads && (small || balanced);
+  const bool use_partials = small && !many_outputs && parts > 1 && parts * n_out * mn <= kMaxPartialElements;
+  if (threads > 1 && n_out > 1 && (many_outputs || (small && !use_partials))) {
+    // Many c matrices: one thread each; BLAS runs single-threaded inside the region.
+#pragma omp parallel for schedule(static)
+    for (int64_t o = 0; o < n_out; ++o) product_into(o, C + outs.c[o], ldc, beta, 0, n_red);
+    return;
+  }
+  if (threads > 1 && use_partials) {
+    // Few c matrices summing many small products: per-thread partial sums over a fixed split
+    // of the reduction, then c = beta · c + Σ partials.
+    std::vector<T> partial(size_t(parts * n_out * mn));
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < parts; ++t)
+      for (int64_t o = 0; o < n_out; ++o)
+        product_into(o, partial.data() + (t * n_out + o) * mn, N, T(0), n_red * t / parts,
+                     n_red * (t + 1) / parts);
+#pragma omp parallel for schedule(static) if (n_out * mn * parts >= 32768)
+    for (int64_t e = 0; e < n_out * mn; ++e) {
+      const int64_t o = e / mn, i = (e % mn) / N, j = e % N;
+      T sum = 0;
+      for (int64_t t = 0; t < parts; ++t) sum += partial[size_t((t * n_out + o) * mn + i * N + j)];
+      T& v = C[outs.c[o] + i * p.c.rs + j];
+      v = beta == T(0) ? sum : beta * v + sum;
+    }
+    return;
+  }
+  // Large GEMMs (or a single one): one after the other, each on all of OpenBLAS's threads.
+  for (int64_t o = 0; o < n_out; ++o) product_into(o, C + outs.c[o], ldc, beta, 0, n_red);
+}
+
+void gemm_cpu(const Tensor& c, const Tensor& a, const Tensor& b, double alpha, double beta) {
+  const int64_t nd = c.dim();
+  LSF_CHECK(nd >= 2 && a.dim() == nd && b.dim() == nd)
+      << "gemm: expected operands of one rank ≥ 2, got shapes " << c.shape() << " = " << a.shape()
+      << " · " << b.shape();
+  LSF_CHECK(a.dtype() == c.dtype() && b.dtype() == c.dtype())
+      << "gemm: dtype mismatch (" << c.dtype() << " = " << a.dtype() << " · " << b.dtype() << ")";
+  Problem p;
+  p.M = a.size(-2);
+  p.K = a.size(-1);
+  p.N = b.size(-1);
+  bool shapes_ok = b.size(-2) == p.K && c.size(-2) == p.M && c.size(-1) == p.N;
+  for (int64_t d = 0; d + 2 < nd; ++d) {
+    shapes_ok = shapes_ok && a.shape()[d] == c.shape()[d] && b.shape()[d] == c.shape()[d];
+    p.batch.push_back(c.shape()[d]);
+  }
+  LSF_CHECK(shapes_ok) << "gemm: shapes " << c.shape() << " = " << a.shape() << " · " << b.shape()
+                       << " do not match";
+  if (c.numel() == 0) return;
+  auto describe = [&](Operand& o, const Tensor& t) {
+    o.data = static_cast<char*>(t.raw_data());
+    o.rs = t.stride(-2);
+    o.cs = t.stride(-1);
+    o.batch.assign(t.strides().begin(), t.strides().end() - 2);
+  };
+  describe(p.a, a);
+  describe(p.b, b);
+  describe(p.c, c);
+  dispatch_float(c.dtype(), "matmul", [&]<typename T>() { run<T>(p, T(alpha), T(beta)); });
+}
+
+}  // namespace
+
+LSF_REGISTER_KERNEL(gemm_kernel, DeviceType::CPU, gemm_cpu);
+
+}  // namespace lsf::cpu

@@ -1,0 +1,165 @@
+// matmul and bmm: PyTorch's shape rules, the backward nodes, and the calls into gemm_kernel.
+//
+// Every case becomes one batched product C [*, M, N] = A [*, M, K] · B [*, K, N]: a 1-D left
+// operand is viewed as [1, K] and a 1-D right operand as [K, 1]; both are expanded (zero
+// strides, no copy) to the broadcast batch shape *; the result is viewed back without the
+// added dims. Backward: dA = dC · Bᵀ and dB = Aᵀ · dC, each written straight into a tensor of
+// its operand's shape that is expanded over the batch dims the operand was broadcast along, so
+// gemm_kernel sums over them as it goes: no full-batch temporary followed by a sum.
+#include "ops/matmul.h"
+
+#include <algorithm>
+
+#include "engine/autograd.h"
+#include "ops/factory.h"
+
+namespace lsf {
+
+LSF_DEFINE_KERNEL(gemm_kernel, void(const Tensor& c, const Tensor& a, const Tensor& b, double alpha, double beta));
+
+bool is_gemm_operand(const Tensor& t) {
+  if (t.dim() < 2) return false;
+  const int64_t rows = t.size(-2), cols = t.size(-1);
+  const int64_t rs = t.stride(-2), cs = t.stride(-1);
+  // Row-major: unit column stride, and rows far enough apart not to overlap.
+  if (cols <= 1 || cs == 1) {
+    if (rows <= 1 || rs >= std::max<int64_t>(cols, 1)) return true;
+  }
+  // Column-major (a transposed view): the same with the roles swapped.
+  if (rows <= 1 || rs == 1) {
+    if (cols <= 1 || cs >= std::max<int64_t>(rows, 1)) return true;
+  }
+  return false;
+}
+
+Tensor gemm_operand(const Tensor& t) {
+  if (is_gemm_operand(t)) return t;
+  NoGradGuard no_grad;
+  return t.contiguous();
+}
+
+namespace {
+
+using autograd::NeedsGrad;
+using autograd::SavedTensor;
+
+Shape batch_of(const Tensor& t) { return Shape(t.shape().begin(), t.shape().end() - 2); }
+
+Shape with_matrix(Shape batch, int64_t rows, int64_t cols) {
+  batch.push_back(rows);
+  batch.push_back(cols);
+  return batch;
+}
+
+// c = a · b with a [*a, M, K] and b [*b, K, N] broadcast to `batch`. c has shape
+// [*c, M, N] where *c broadcasts to `batch`; c's broadcast dims are summed over (the gradient
+// of a broadcast operand). c is overwritten.
+void gemm_into(const Tensor& c, const Tensor& a, const Tensor& b, const Shape& batch) {
+  NoGradGuard no_grad;  // views below are plumbing, not part of the graph
+  const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  if (shape_numel(batch) == 0) {  // an empty batch: the sum over it is zero
+    c.zero_();
+    return;
+  }
+  // gemm_operand before expand, so a copy (if any) is of the operand, never of its broadcast.
+  gemm_kernel(c.device(), c.expand(with_matrix(batch, M, N)),
+              gemm_operand(a).expand(with_matrix(batch, M, K)),
+              gemm_operand(b).expand(with_matrix(batch, K, N)), /*alpha=*/1.0, /*beta=*/0.0);
+}
+
+void check_operands(const char* op, const Tensor& a, const Tensor& b) {
+  check_defined(op, {&a, &b});
+  check_same_device(op, {&a, &b});
+  check_same_dtype(op, {&a, &b});
+  LSF_CHECK(is_floating(a.dtype()))
+      << op << ": integer dtype " << a.dtype() << " is not supported (shapes " << a.shape()
+      << " and " << b.shape() << "; BLAS has no integer GEMM): convert with to(kF32) first";
+}
+
+// The batched product and its backward node, shared by matmul and bmm.
+//   am [*a, M, K], bm [*b, K, N]: a and b viewed as matrices (1-D operands unsqueezed);
+//   batch: the broadcast of *a and *b; out_shape: the result's shape as the user sees it.
+Tensor product(const char* op, const Tensor& a, const Tensor& b, const Tensor& am, const Tensor& bm,
+               const Shape& batch, const Shape& out_shape) {
+  const int64_t M = am.size(-2), N = bm.size(-1);
+  Tensor c = empty(with_matrix(batch, M, N), a.options());
+  gemm_into(c, am, bm, batch);
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = c.view(out_shape);
+  }
+  if (!autograd::any_requires_grad({&a, &b})) return out;
+  // dA needs B and dB needs A: save each only if the other side wants a gradient.
+  SavedTensor saved_am = b.requires_grad() ? SavedTensor(am) : SavedTensor();
+  SavedTensor saved_bm = a.requires_grad() ? SavedTensor(bm) : SavedTensor();
+  Shape a_shape = a.shape(), b_shape = b.shape(), am_shape = am.shape(), bm_shape = bm.shape();
+  autograd::record(op, {a, b}, {out},
+                   [=](const TensorList& g, const NeedsGrad& needs) -> TensorList {
+                     // dc [*, M, N]
+                     Tensor dc = g[0].reshape(with_matrix(batch, M, N));
+                     TensorList grads(2);
+                     if (needs[0]) {  // dA [*a, M, K] = Σ over broadcast dims of dC · Bᵀ
+                       Tensor da = empty(am_shape, dc.options());
+                       gemm_into(da, dc, saved_bm.get().transpose(-1, -2), batch);
+                       grads[0] = da.view(a_shape);
+                     }
+                     if (needs[1]) {  // dB [*b, K, N] = Σ over broadcast dims of Aᵀ · dC
+                       Tensor db = empty(bm_shape, dc.options());
+                       gemm_into(db, saved_am.get().transpose(-1, -2), dc, batch);
+                       grads[1] = db.view(b_shape);
+                     }
+                     return grads;
+                   });
+  return out;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  check_operands("matmul", a, b);
+  LSF_CHECK(a.dim() >= 1 && b.dim() >= 1)
+      << "matmul: both arguments need at least 1 dimension, got shapes " << a.shape() << " and "
+      << b.shape();
+  const int64_t ka = a.shape().back(), kb = b.dim() == 1 ? b.shape()[0] : b.shape()[b.dim() - 2];
+  LSF_CHECK(ka == kb) << "matmul: shapes " << a.shape() << " and " << b.shape()
+                      << " cannot be multiplied (" << ka << " != " << kb << ")";
+  Tensor am, bm;
+  {
+    NoGradGuard no_grad;
+    am = a.dim() == 1 ? a.unsqueeze(0) : a;   // a row vector [1, K]
+    bm = b.dim() == 1 ? b.unsqueeze(1) : b;   // a column vector [K, 1]
+  }
+  // Broadcast the batch dims, aligned from the right as in NumPy.
+  const Shape ba = batch_of(am), bb = batch_of(bm);
+  const size_t nb = std::max(ba.size(), bb.size());
+  Shape batch(nb);
+  for (size_t i = 0; i < nb; ++i) {
+    int64_t da = i < nb - ba.size() ? 1 : ba[i - (nb - ba.size())];
+    int64_t db = i < nb - bb.size() ? 1 : bb[i - (nb - bb.size())];
+    LSF_CHECK(da == db || da == 1 || db == 1)
+        << "matmul: shapes " << a.shape() << " and " << b.shape()
+        << " cannot be multiplied: batch dimensions do not broadcast (" << da << " vs " << db << ")";
+    batch[i] = da == 1 ? db : da;
+  }
+  Shape out_shape = batch;
+  if (a.dim() > 1) out_shape.push_back(am.size(-2));
+  if (b.dim() > 1) out_shape.push_back(bm.size(-1));
+  return product("matmul", a, b, am, bm, batch, out_shape);
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  check_operands("bmm", a, b);
+  LSF_CHECK(a.dim() == 3 && b.dim() == 3)
+      << "bmm: expected 3-D tensors, got shapes " << a.shape() << " and " << b.shape();
+  LSF_CHECK(a.shape()[0] == b.shape()[0])
+      << "bmm: batch sizes of shapes " << a.shape() << " and " << b.shape() << " differ ("
+      << a.shape()[0] << " != " << b.shape()[0] << ")";
+  LSF_CHECK(a.shape()[2] == b.shape()[1])
+      << "bmm: shapes " << a.shape() << " and " << b.shape() << " cannot be multiplied ("
+      << a.shape()[2] << " != " << b.shape()[1] << ")";
+  const Shape batch{a.shape()[0]};
+  return product("bmm", a, b, a, b, batch, with_matrix(batch, a.shape()[1], b.shape()[2]));
+}
+
+}  // namespace lsf
