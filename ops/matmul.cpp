@@ -9,6 +9,7 @@
 #include "ops/matmul.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "engine/autograd.h"
 #include "ops/factory.h"
@@ -67,6 +68,33 @@ void gemm_into(const Tensor& c, const Tensor& a, const Tensor& b, const Shape& b
               gemm_operand(b).expand(with_matrix(batch, K, N)), /*alpha=*/1.0, /*beta=*/0.0);
 }
 
+// An uninitialised tensor of the given shape, laid out in memory as a tensor with `strides`
+// is when that is a dense permutation (a transposed view, say), else contiguous. A gradient
+// written in its input's layout passes back through that input's view without a strided copy
+// (PyTorch's mm backward makes the same choice); gemm_kernel writes column-major matrices as
+// readily as row-major ones.
+Tensor empty_in_layout(const Shape& shape, const Strides& strides, const TensorOptions& options) {
+  const int64_t n = int64_t(shape.size());
+  std::vector<int64_t> order(n);  // dims, outermost (largest stride) first
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t i, int64_t j) { return strides[i] > strides[j]; });
+  int64_t expected = 1;
+  for (int64_t i = n - 1; i >= 0; --i) {
+    const int64_t d = order[i];
+    if (shape[d] == 1) continue;
+    if (strides[d] != expected) return empty(shape, options);  // not dense: plain row-major
+    expected *= shape[d];
+  }
+  Shape stored(n);
+  std::vector<int64_t> back(n);
+  for (int64_t i = 0; i < n; ++i) {
+    stored[i] = shape[order[i]];
+    back[order[i]] = i;
+  }
+  NoGradGuard no_grad;
+  return empty(stored, options).permute(back);
+}
+
 void check_operands(const char* op, const Tensor& a, const Tensor& b) {
   check_defined(op, {&a, &b});
   check_same_device(op, {&a, &b});
@@ -93,19 +121,20 @@ Tensor product(const char* op, const Tensor& a, const Tensor& b, const Tensor& a
   // dA needs B and dB needs A: save each only if the other side wants a gradient.
   SavedTensor saved_am = b.requires_grad() ? SavedTensor(am) : SavedTensor();
   SavedTensor saved_bm = a.requires_grad() ? SavedTensor(bm) : SavedTensor();
-  Shape a_shape = a.shape(), b_shape = b.shape(), am_shape = am.shape(), bm_shape = bm.shape();
+  const Shape a_shape = a.shape(), b_shape = b.shape(), am_shape = am.shape(), bm_shape = bm.shape();
+  const Strides am_strides = am.strides(), bm_strides = bm.strides();
   autograd::record(op, {a, b}, {out},
                    [=](const TensorList& g, const NeedsGrad& needs) -> TensorList {
                      // dc [*, M, N]
                      Tensor dc = g[0].reshape(with_matrix(batch, M, N));
                      TensorList grads(2);
                      if (needs[0]) {  // dA [*a, M, K] = Σ over broadcast dims of dC · Bᵀ
-                       Tensor da = empty(am_shape, dc.options());
+                       Tensor da = empty_in_layout(am_shape, am_strides, dc.options());
                        gemm_into(da, dc, saved_bm.get().transpose(-1, -2), batch);
                        grads[0] = da.view(a_shape);
                      }
                      if (needs[1]) {  // dB [*b, K, N] = Σ over broadcast dims of Aᵀ · dC
-                       Tensor db = empty(bm_shape, dc.options());
+                       Tensor db = empty_in_layout(bm_shape, bm_strides, dc.options());
                        gemm_into(db, saved_am.get().transpose(-1, -2), dc, batch);
                        grads[1] = db.view(b_shape);
                      }

@@ -207,6 +207,8 @@ TEST_CASE("gemm plans agree with a naive product", "[matmul]") {
       // Many small independent products (the batch-parallel path), and a broadcast mix.
       check_against_naive(r({64, 8, 8}), r({64, 8, 8}));
       check_against_naive(r({3, 1, 8, 8}), r({1, 5, 8, 8}));
+      // A weight gradient with a long contraction (split over K with threads): K = 4096.
+      check_against_naive(r({4, 1024, 16}), r({16, 8}));
       // Larger products: threaded BLAS one after the other.
       check_against_naive(r({2, 96, 80}), r({2, 80, 72}));
       check_against_naive(r({130, 70}), r({70, 90}));
@@ -234,6 +236,10 @@ TEST_CASE("gemm_kernel: folding into N, a column-major output, alpha and beta", 
   Tensor acc = ones({6, 5}, kF64);
   gemm_kernel(kCPU, acc.expand({2, 6, 5}), a2, b2, /*alpha=*/1.0, /*beta=*/1.0);
   test::check_close(acc, add(sum(naive_matmul(a2, b2), {0}), 1.0), 1e-13, 0);
+  // K = 0: an empty sum, c = beta · c, whatever the (unread) operands' strides.
+  Tensor c0 = full({3, 2}, 5.0, kF64);
+  gemm_kernel(kCPU, c0, zeros({1, 0}, kF64).expand({3, 0}), zeros({0, 2}, kF64), /*alpha=*/1.0, /*beta=*/2.0);
+  test::check_equal<double>(c0, {3, 2}, std::vector<double>(6, 10.0));
   // Strides BLAS cannot read are refused, not misread.
   Tensor strided = zeros({6, 14}, kF64).slice(-1, 0, 14, 2);
   CHECK_THROWS_WITH(gemm_kernel(kCPU, zeros({6, 5}, kF64), strided, zeros({7, 5}, kF64), 1.0, 0.0),

@@ -13,8 +13,10 @@
 //     ones in an OpenMP loop (OpenBLAS, built on OpenMP, runs single-threaded inside it).
 //     Products summed into one c matrix (stride-0 batch dims of c) run in order on one thread
 //     with beta = 1, or, when there are few c matrices and many small products, into
-//     per-thread partial sums added up at the end (a fixed split: deterministic for a given
-//     thread count).
+//     per-thread partial sums added up at the end. A single GEMM with a small output and a
+//     long K (a weight gradient over every token) splits K over the threads the same way:
+//     OpenBLAS would split only M and N, making every thread stream all of K. Partial sums use
+//     a fixed split, so results are deterministic for a given thread count.
 #include <cblas.h>
 #include <omp.h>
 
@@ -33,6 +35,10 @@ namespace {
 constexpr double kSmallGemmPerThread = 65536.0 * 4.0;
 // Elements of per-thread partial sums we are willing to allocate for a reduced batch.
 constexpr int64_t kMaxPartialElements = int64_t(1) << 24;
+// Splitting K over threads: each chunk at least this long, and only for outputs smaller than
+// this many elements per thread (larger ones give OpenBLAS's own M/N split enough work).
+constexpr int64_t kMinSplitK = 1024;
+constexpr int64_t kSplitKMaxOutputPerThread = 128 * 128;
 
 struct Operand {
   char* data = nullptr;  // first element
@@ -176,7 +182,7 @@ void run(Problem& p, T alpha, T beta) {
   const Layout la = blas_layout(p.M, p.K, p.a.rs, p.a.cs);
   const Layout lb = blas_layout(p.K, p.N, p.b.rs, p.b.cs);
   const Layout lc = blas_layout(p.M, p.N, p.c.rs, p.c.cs);
-  LSF_CHECK(la.ok && lb.ok && lc.ok && !lc.trans)
+  LSF_CHECK((la.ok || p.K == 0) && (lb.ok || p.K == 0) && lc.ok && !lc.trans)
       << "gemm: an operand is not a matrix BLAS can read in place (strides a {" << p.a.rs << ", "
       << p.a.cs << "}, b {" << p.b.rs << ", " << p.b.cs << "}, c {" << p.c.rs << ", " << p.c.cs
       << "}); pass gemm_operand(t)";
@@ -212,27 +218,14 @@ void run(Problem& p, T alpha, T beta) {
   };
 
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  const bool small = double(M) * double(N) * double(K) < kSmallGemmPerThread * threads;
-  const bool balanced = n_out % threads == 0 || n_out >= 4 * threads;
-  const int64_t parts = std::min<int64_t>(threads, n_red);
   const int64_t mn = int64_t(M) * N;
-  const bool many_outputs = n_out >= threads && (small || balanced);
-  const bool use_partials = small && !many_outputs && parts > 1 && parts * n_out * mn <= kMaxPartialElements;
-  if (threads > 1 && n_out > 1 && (many_outputs || (small && !use_partials))) {
-    // Many c matrices: one thread each; BLAS runs single-threaded inside the region.
-#pragma omp parallel for schedule(static)
-    for (int64_t o = 0; o < n_out; ++o) product_into(o, C + outs.c[o], ldc, beta, 0, n_red);
-    return;
-  }
-  if (threads > 1 && use_partials) {
-    // Few c matrices summing many small products: per-thread partial sums over a fixed split
-    // of the reduction, then c = beta · c + Σ partials.
+  // Partial sums: parts buffers of n_out c matrices each, filled in parallel by fill(t, buffer),
+  // then added up in a fixed order, c = beta · c + Σ_t partial[t] (deterministic for a given
+  // thread count).
+  auto sum_partials = [&](int64_t parts, auto&& fill) {
     std::vector<T> partial(size_t(parts * n_out * mn));
 #pragma omp parallel for schedule(static)
-    for (int64_t t = 0; t < parts; ++t)
-      for (int64_t o = 0; o < n_out; ++o)
-        product_into(o, partial.data() + (t * n_out + o) * mn, N, T(0), n_red * t / parts,
-                     n_red * (t + 1) / parts);
+    for (int64_t t = 0; t < parts; ++t) fill(t, partial.data() + t * n_out * mn);
 #pragma omp parallel for schedule(static) if (n_out * mn * parts >= 32768)
     for (int64_t e = 0; e < n_out * mn; ++e) {
       const int64_t o = e / mn, i = (e % mn) / N, j = e % N;
@@ -241,10 +234,40 @@ void run(Problem& p, T alpha, T beta) {
       T& v = C[outs.c[o] + i * p.c.rs + j];
       v = beta == T(0) ? sum : beta * v + sum;
     }
-    return;
+  };
+
+  const bool small = double(M) * double(N) * double(K) < kSmallGemmPerThread * threads;
+  const bool balanced = n_out % threads == 0 || n_out >= 4 * threads;
+  const bool many_outputs = n_out >= threads && (small || balanced);
+  const int64_t red_parts = std::min<int64_t>(threads, n_red);
+  const bool split_reduction =
+      small && !many_outputs && red_parts > 1 && red_parts * n_out * mn <= kMaxPartialElements;
+  // One GEMM with a small output and a long contraction (a weight gradient xᵀ·dy over all
+  // tokens): OpenBLAS threads split only M and N, so every thread would stream all of K; we
+  // split K instead, one chunk per thread.
+  const int64_t k_parts = std::min<int64_t>(threads, K / kMinSplitK);
+  const bool split_k = n_out * n_red == 1 && k_parts > 1 && mn < kSplitKMaxOutputPerThread * threads &&
+                       K >= 2 * std::max(M, N) && k_parts * mn <= kMaxPartialElements;
+  if (threads > 1 && n_out > 1 && (many_outputs || (small && !split_reduction))) {
+    // Many c matrices: one thread each; BLAS runs single-threaded inside the region.
+#pragma omp parallel for schedule(static)
+    for (int64_t o = 0; o < n_out; ++o) product_into(o, C + outs.c[o], ldc, beta, 0, n_red);
+  } else if (threads > 1 && split_reduction) {
+    // Few c matrices summing many small products: split the sum over the threads.
+    sum_partials(red_parts, [&](int64_t t, T* buffer) {
+      for (int64_t o = 0; o < n_out; ++o)
+        product_into(o, buffer + o * mn, N, T(0), n_red * t / red_parts, n_red * (t + 1) / red_parts);
+    });
+  } else if (threads > 1 && split_k) {
+    sum_partials(k_parts, [&](int64_t t, T* buffer) {
+      const int64_t k0 = K * t / k_parts, k1 = K * (t + 1) / k_parts;
+      gemm(la.trans, lb.trans, M, N, int(k1 - k0), alpha, A + outs.a[0] + reds.a[0] + k0 * p.a.cs, lda,
+           B + outs.b[0] + reds.b[0] + k0 * p.b.rs, ldb, T(0), buffer, N);
+    });
+  } else {
+    // Large GEMMs (or a single one): one after the other, each on all of OpenBLAS's threads.
+    for (int64_t o = 0; o < n_out; ++o) product_into(o, C + outs.c[o], ldc, beta, 0, n_red);
   }
-  // Large GEMMs (or a single one): one after the other, each on all of OpenBLAS's threads.
-  for (int64_t o = 0; o < n_out; ++o) product_into(o, C + outs.c[o], ldc, beta, 0, n_red);
 }
 
 void gemm_cpu(const Tensor& c, const Tensor& a, const Tensor& b, double alpha, double beta) {
