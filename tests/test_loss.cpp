@@ -1,6 +1,7 @@
 // cross_entropy and nll_loss: values and input gradients against PyTorch 1.13 fixtures
 // (tests/fixtures/gen_norm_loss.py) for every reduction, ignore_index, label smoothing and
-// input layout ([N, C], [N, C, d1, d2], [C]); f64 gradient checks of every option; the
+// input layout ([N, C], [N, C, d1, d2], [C]); f64 gradient checks of every option; the fused
+// cross_entropy against its composition (log_softmax + nll_loss + smoothing term); the
 // column-tiled kernels ([N, C, K] with K > one tile) against the row kernels; i32 targets;
 // and errors for out-of-range targets, shape and dtype mismatches.
 #include <cmath>
@@ -158,6 +159,29 @@ TEST_CASE("cross_entropy over [N, C, K] agrees with the row kernel on [N*K, C]",
       test::check_close(x.grad(), rows.grad().view({N, K, C}).permute({0, 2, 1}).contiguous(), tol, tol);
     }
   }
+}
+
+TEST_CASE("fused cross_entropy equals its composition from log_softmax and nll_loss", "[loss]") {
+  // loss = (1 − ε)·nll(log_softmax(x)) + (ε/C)·Σ_counted(−Σ_c log_softmax(x)_c) / count.
+  Tensor x = test::grad_input({7, 6, 3}, 91);
+  Tensor target = tensor(std::vector<int64_t>{0, 5, -100, 2, 2, 1, 4, 3, -100, 0, 1, 2, 5, 5, 4, 3, 2, 1, -100, 0, 0},
+                         {7, 3});
+  const int64_t C = 6;
+  const double eps = 0.2;
+  Tensor counted = ne(target, -100.0).to(kF64);                 // [7, 3]
+  const double count = sum(counted).item<double>();
+  Tensor fused = cross_entropy(x, target, {.label_smoothing = eps});
+  fused.backward();
+  Tensor dx_fused = x.grad();
+  x.set_grad(Tensor());
+  Tensor lp = log_softmax(x, 1);
+  Tensor smooth = div(sum(mul(mul(sum(lp, {1}), -1.0), counted)), count);
+  Tensor composed = add(mul(nll_loss(lp, target), 1.0 - eps), mul(smooth, eps / double(C)));
+  composed.backward();
+  // f64 throughout: sums over C = 6 classes and 18 counted elements.
+  const double tol = tol_for(kF64, 18 * C);
+  test::check_close(fused, composed, tol, tol);
+  test::check_close(dx_fused, x.grad(), tol, tol);
 }
 
 TEST_CASE("cross_entropy on a large f32 batch agrees with the f64 computation", "[loss]") {

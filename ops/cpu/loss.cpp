@@ -2,7 +2,7 @@
 // smoothing) forward and backward, and nll_loss forward and backward.
 //
 // Layout: input [N, C, K], target [N, K] (K = 1 for [N, C] input). With K == 1 each sample's
-// logits are one contiguous row; otherwise tiles of kColumnTile adjacent positions k are
+// logits are one contiguous row; otherwise tiles of up to kColumnTile adjacent positions k are
 // processed together (per-position running max/sums in small arrays, the vectorised loop
 // along the contiguous k), as in the softmax kernels.
 //
@@ -101,12 +101,13 @@ LSF_SIMD_CLONES void ce_forward_rows(ClassLossStats& st, T* loss, T* lse, const 
 // (sample, tile of positions).
 template <typename T, typename I>
 LSF_SIMD_CLONES void ce_forward_columns(ClassLossStats& st, T* loss, T* lse, const T* x, const I* target, int64_t C,
-                                        int64_t K, int64_t ignore_index, Smoothing sm, int64_t begin, int64_t end) {
-  const int64_t tiles = (K + kColumnTile - 1) / kColumnTile;
+                                        int64_t K, int64_t ignore_index, Smoothing sm, int64_t tile, int64_t begin,
+                                        int64_t end) {
+  const int64_t tiles = (K + tile - 1) / tile;
   T m[kColumnTile], sx[kColumnTile], s[kColumnTile];
   for (int64_t task = begin; task < end; ++task) {
-    const int64_t n = task / tiles, j0 = (task % tiles) * kColumnTile;
-    const int64_t w = std::min(kColumnTile, K - j0);
+    const int64_t n = task / tiles, j0 = (task % tiles) * tile;
+    const int64_t w = std::min(tile, K - j0);
     const T* xb = x + n * C * K + j0;
     for (int64_t j = 0; j < w; ++j) {
       m[j] = -std::numeric_limits<T>::infinity();
@@ -152,13 +153,13 @@ ClassLossStats cross_entropy_forward(const Tensor& loss, const Tensor& lse, cons
       T* plse = lse.data_ptr<T>();
       const T* px = logits.data_ptr<T>();
       const I* pt = target.data_ptr<I>();
-      const int64_t tiles = (g.K + kColumnTile - 1) / kColumnTile;
-      const int64_t tasks = g.K == 1 ? g.N : g.N * tiles;
-      const int64_t chunks = chunk_count(tasks, g.C * std::min(g.K, kColumnTile));
+      const int64_t tile = column_tile(g.N, g.K);
+      const int64_t tasks = g.K == 1 ? g.N : g.N * ((g.K + tile - 1) / tile);
+      const int64_t chunks = chunk_count(tasks, g.C * std::min(g.K, tile));
       std::vector<ClassLossStats> parts(chunks);
       for_each_chunk(tasks, chunks, [&](int64_t c, int64_t b, int64_t e) {
         if (g.K == 1) ce_forward_rows<T, I>(parts[c], pl, plse, px, pt, g.C, ignore_index, sm, b, e);
-        else ce_forward_columns<T, I>(parts[c], pl, plse, px, pt, g.C, g.K, ignore_index, sm, b, e);
+        else ce_forward_columns<T, I>(parts[c], pl, plse, px, pt, g.C, g.K, ignore_index, sm, tile, b, e);
       });
       result = combine(parts);
     });
@@ -194,12 +195,12 @@ LSF_SIMD_CLONES void ce_backward_rows(T* dx, const T* dloss, int64_t gstride, co
 template <typename T, typename I>
 LSF_SIMD_CLONES void ce_backward_columns(T* dx, const T* dloss, int64_t gstride, const T* x, const T* lse,
                                          const I* target, int64_t C, int64_t K, int64_t ignore_index, Smoothing sm,
-                                         double scale, int64_t begin, int64_t end) {
-  const int64_t tiles = (K + kColumnTile - 1) / kColumnTile;
+                                         double scale, int64_t tile, int64_t begin, int64_t end) {
+  const int64_t tiles = (K + tile - 1) / tile;
   T g[kColumnTile], a[kColumnTile], l[kColumnTile];
   for (int64_t task = begin; task < end; ++task) {
-    const int64_t n = task / tiles, j0 = (task % tiles) * kColumnTile;
-    const int64_t w = std::min(kColumnTile, K - j0);
+    const int64_t n = task / tiles, j0 = (task % tiles) * tile;
+    const int64_t w = std::min(tile, K - j0);
     const int64_t base = n * C * K + j0;
     for (int64_t j = 0; j < w; ++j) {
       const int64_t flat = n * K + j0 + j;
@@ -240,9 +241,10 @@ void cross_entropy_backward(const Tensor& dlogits, const Tensor& dloss, const Te
           ce_backward_rows<T, I>(pdx, pg, gstride, px, plse, pt, g.C, ignore_index, sm, scale, b, e);
         });
       } else {
-        const int64_t tiles = (g.K + kColumnTile - 1) / kColumnTile;
-        parallel_rows(g.N * tiles, g.C * std::min(g.K, kColumnTile), [&](int64_t b, int64_t e) {
-          ce_backward_columns<T, I>(pdx, pg, gstride, px, plse, pt, g.C, g.K, ignore_index, sm, scale, b, e);
+        const int64_t tile = column_tile(g.N, g.K);
+        const int64_t tiles = (g.K + tile - 1) / tile;
+        parallel_rows(g.N * tiles, g.C * std::min(g.K, tile), [&](int64_t b, int64_t e) {
+          ce_backward_columns<T, I>(pdx, pg, gstride, px, plse, pt, g.C, g.K, ignore_index, sm, scale, tile, b, e);
         });
       }
     });

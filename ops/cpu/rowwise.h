@@ -99,4 +99,14 @@ void parallel_rows(int64_t rows, int64_t row_cost, Fn&& fn) {
 // tile is the contiguous, vectorised one.
 constexpr int64_t kColumnTile = 64;
 
+// The tile width to use: kColumnTile, halved (down to 16, still whole vectors) while there are
+// fewer tasks than threads, so that a softmax over a leading dim of a small batch still
+// spreads over the cores.
+inline int64_t column_tile(int64_t outer, int64_t inner) {
+  int64_t tile = kColumnTile;
+  const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  while (tile > 16 && outer * ((inner + tile - 1) / tile) < threads) tile /= 2;
+  return tile;
+}
+
 }  // namespace lsf::cpu

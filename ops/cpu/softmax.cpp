@@ -3,14 +3,15 @@
 // The tensor is viewed as [outer, n, inner] with the softmax over n. When inner == 1 (the
 // softmax dim is the last one) every row is contiguous: three short passes over a row that
 // stays in L1 (max; exp and sum; scale), each a vectorised loop. Otherwise the kernel walks
-// tiles of kColumnTile adjacent columns with per-column running max/sum, so the vectorised
+// tiles of up to kColumnTile adjacent columns with per-column running max/sum, so the vectorised
 // loop runs along the contiguous inner dim and nothing is transposed.
 //
 // Numerics. The max is subtracted before exp, so exp never overflows and every term is in
 // [0, 1]. f32 rows accumulate in f32: the sum is over n terms in [0, 1] spread over 8 or 16
 // vector lanes, so its relative error is at most about (n/8 + 4)·2^-24, plus 2^-23 from
-// exp_f32 per term; log_softmax adds one rounding of |max + log Σ|. That is the tolerance
-// the tests derive (PyTorch also accumulates in f32 here). f64 uses libm's exp and f64 sums.
+// exp_f32 per term (whose argument x − max is rounded to f32 exactly as PyTorch rounds it);
+// log_softmax adds one rounding of |max + log Σ|. That is the tolerance the tests derive
+// (PyTorch also accumulates in f32 here). f64 uses libm's exp and f64 sums.
 #include <limits>
 
 #include "ops/cpu/rowwise.h"
@@ -65,14 +66,16 @@ LSF_SIMD_CLONES void forward_rows(T* y, const T* x, int64_t n, int64_t begin, in
   }
 }
 
-// y, x [outer, n, inner]; tasks [begin, end) enumerate (outer index, column tile).
+// y, x [outer, n, inner]; tasks [begin, end) enumerate (outer index, tile of `tile` ≤
+// kColumnTile columns).
 template <typename T, bool Log>
-LSF_SIMD_CLONES void forward_columns(T* y, const T* x, int64_t n, int64_t inner, int64_t begin, int64_t end) {
-  const int64_t tiles = (inner + kColumnTile - 1) / kColumnTile;
+LSF_SIMD_CLONES void forward_columns(T* y, const T* x, int64_t n, int64_t inner, int64_t tile, int64_t begin,
+                                     int64_t end) {
+  const int64_t tiles = (inner + tile - 1) / tile;
   T m[kColumnTile], s[kColumnTile];
   for (int64_t task = begin; task < end; ++task) {
-    const int64_t o = task / tiles, j0 = (task % tiles) * kColumnTile;
-    const int64_t w = std::min(kColumnTile, inner - j0);
+    const int64_t o = task / tiles, j0 = (task % tiles) * tile;
+    const int64_t w = std::min(tile, inner - j0);
     const T* xb = x + o * n * inner + j0;
     T* yb = y + o * n * inner + j0;
     for (int64_t j = 0; j < w; ++j) {
@@ -139,13 +142,13 @@ LSF_SIMD_CLONES void backward_rows(T* dx, const T* dy, const T* y, int64_t n, in
 
 // dx, dy, y [outer, n, inner]; tasks as in forward_columns.
 template <typename T, bool Log>
-LSF_SIMD_CLONES void backward_columns(T* dx, const T* dy, const T* y, int64_t n, int64_t inner, int64_t begin,
-                                      int64_t end) {
-  const int64_t tiles = (inner + kColumnTile - 1) / kColumnTile;
+LSF_SIMD_CLONES void backward_columns(T* dx, const T* dy, const T* y, int64_t n, int64_t inner, int64_t tile,
+                                      int64_t begin, int64_t end) {
+  const int64_t tiles = (inner + tile - 1) / tile;
   T s[kColumnTile];
   for (int64_t task = begin; task < end; ++task) {
-    const int64_t o = task / tiles, j0 = (task % tiles) * kColumnTile;
-    const int64_t w = std::min(kColumnTile, inner - j0);
+    const int64_t o = task / tiles, j0 = (task % tiles) * tile;
+    const int64_t w = std::min(tile, inner - j0);
     const int64_t base = o * n * inner + j0;
     for (int64_t j = 0; j < w; ++j) s[j] = 0;
     for (int64_t i = 0; i < n; ++i) {
@@ -167,15 +170,16 @@ LSF_SIMD_CLONES void backward_columns(T* dx, const T* dy, const T* y, int64_t n,
   }
 }
 
-// Rows when the softmax dim is innermost, column tiles otherwise.
+// Rows when the softmax dim is innermost, column tiles otherwise (columns(tile, begin, end)).
 template <typename RowsFn, typename ColumnsFn>
 void run(const Geometry& g, RowsFn&& rows, ColumnsFn&& columns) {
-  const int64_t work = g.n * g.inner;  // elements per outer index
   if (g.inner == 1) {
     parallel_rows(g.outer, g.n, rows);
   } else {
-    const int64_t tiles = (g.inner + kColumnTile - 1) / kColumnTile;
-    parallel_rows(g.outer * tiles, work / tiles, columns);
+    const int64_t tile = column_tile(g.outer, g.inner);
+    const int64_t tiles = (g.inner + tile - 1) / tile;
+    parallel_rows(g.outer * tiles, g.n * std::min(tile, g.inner),
+                  [&](int64_t b, int64_t e) { columns(tile, b, e); });
   }
 }
 
@@ -189,7 +193,7 @@ void softmax_forward(bool log, const Tensor& y, const Tensor& x, int64_t dim) {
     T* py = y.data_ptr<T>();
     auto fwd = [&]<bool Log>() {
       run(g, [&](int64_t b, int64_t e) { forward_rows<T, Log>(py, px, g.n, b, e); },
-          [&](int64_t b, int64_t e) { forward_columns<T, Log>(py, px, g.n, g.inner, b, e); });
+          [&](int64_t tile, int64_t b, int64_t e) { forward_columns<T, Log>(py, px, g.n, g.inner, tile, b, e); });
     };
     if (log) fwd.template operator()<true>();
     else fwd.template operator()<false>();
@@ -205,7 +209,9 @@ void softmax_backward(bool log, const Tensor& dx, const Tensor& dy, const Tensor
     T* pdx = dx.data_ptr<T>();
     auto bwd = [&]<bool Log>() {
       run(g, [&](int64_t b, int64_t e) { backward_rows<T, Log>(pdx, pdy, py, g.n, b, e); },
-          [&](int64_t b, int64_t e) { backward_columns<T, Log>(pdx, pdy, py, g.n, g.inner, b, e); });
+          [&](int64_t tile, int64_t b, int64_t e) {
+            backward_columns<T, Log>(pdx, pdy, py, g.n, g.inner, tile, b, e);
+          });
     };
     if (log) bwd.template operator()<true>();
     else bwd.template operator()<false>();
