@@ -136,9 +136,9 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
   const bool params = dweight.defined() || dbias.defined();
   dispatch_float(x.dtype(), "layer_norm backward", [&]<typename T>() {
     const int64_t chunks = chunk_count(rows, n);
-    // Per chunk: f32/f64 block sums [2n] and f64 chunk sums [2n] (dweight then dbias).
-    std::vector<T> tiles(params ? size_t(chunks * 2 * n) : 0, T(0));
-    std::vector<double> sums(params ? size_t(chunks * 2 * n) : 0, 0.0);
+    // Per chunk: block sums in T and chunk sums in f64, [2n] each (dweight then dbias).
+    ChunkScratch<T> tiles(params ? chunks : 0, 2 * n);
+    ChunkScratch<double> sums(params ? chunks : 0, 2 * n);
     T* pdx = dx.defined() ? dx.data_ptr<T>() : nullptr;
     const T* pdy = dy.data_ptr<T>();
     const T* px = x.data_ptr<T>();
@@ -147,8 +147,8 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
     const T* pw = weight.defined() ? weight.data_ptr<T>() : nullptr;
     auto bwd = [&]<bool W, bool DX, bool P>() {
       for_each_chunk(rows, chunks, [&](int64_t c, int64_t b, int64_t e) {
-        backward_rows<T, W, DX, P>(pdx, P ? tiles.data() + c * 2 * n : nullptr, P ? sums.data() + c * 2 * n : nullptr,
-                                   pdy, px, pm, pr, pw, n, b, e);
+        backward_rows<T, W, DX, P>(pdx, P ? tiles.chunk(c) : nullptr, P ? sums.chunk(c) : nullptr, pdy, px, pm, pr,
+                                   pw, n, b, e);
       });
     };
     auto with_w = [&]<bool W>() {
@@ -165,8 +165,8 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
     for (int64_t i = 0; i < n; ++i) {
       double sw = 0, sb = 0;
       for (int64_t c = 0; c < chunks; ++c) {
-        sw += sums[c * 2 * n + i];
-        sb += sums[c * 2 * n + n + i];
+        sw += sums.chunk(c)[i];
+        sb += sums.chunk(c)[n + i];
       }
       if (pdw) pdw[i] = T(sw);
       if (pdb) pdb[i] = T(sb);

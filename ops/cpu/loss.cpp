@@ -72,8 +72,9 @@ ClassLossStats combine(const std::vector<ClassLossStats>& parts) {
 
 // loss (or null), lse [N]; x [N, C]; target [N]. Rows [begin, end).
 template <typename T, typename I>
-LSF_SIMD_CLONES void ce_forward_rows(ClassLossStats& st, T* loss, T* lse, const T* x, const I* target, int64_t C,
+LSF_SIMD_CLONES void ce_forward_rows(ClassLossStats& out, T* loss, T* lse, const T* x, const I* target, int64_t C,
                                      int64_t ignore_index, Smoothing sm, int64_t begin, int64_t end) {
+  ClassLossStats st;  // local: chunks' stats sit side by side in memory (no false sharing)
   for (int64_t r = begin; r < end; ++r) {
     const T* xr = x + r * C;
     T m = -std::numeric_limits<T>::infinity(), sx = 0;
@@ -95,15 +96,17 @@ LSF_SIMD_CLONES void ce_forward_rows(ClassLossStats& st, T* loss, T* lse, const 
     }
     if (loss) loss[r] = T(v);
   }
+  out = st;
 }
 
 // loss (or null), lse [N, K]; x [N, C, K]; target [N, K]. Tasks [begin, end) enumerate
 // (sample, tile of positions).
 template <typename T, typename I>
-LSF_SIMD_CLONES void ce_forward_columns(ClassLossStats& st, T* loss, T* lse, const T* x, const I* target, int64_t C,
+LSF_SIMD_CLONES void ce_forward_columns(ClassLossStats& out, T* loss, T* lse, const T* x, const I* target, int64_t C,
                                         int64_t K, int64_t ignore_index, Smoothing sm, int64_t tile, int64_t begin,
                                         int64_t end) {
   const int64_t tiles = (K + tile - 1) / tile;
+  ClassLossStats st;  // local, as in ce_forward_rows
   T m[kColumnTile], sx[kColumnTile], s[kColumnTile];
   for (int64_t task = begin; task < end; ++task) {
     const int64_t n = task / tiles, j0 = (task % tiles) * tile;
@@ -140,6 +143,7 @@ LSF_SIMD_CLONES void ce_forward_columns(ClassLossStats& st, T* loss, T* lse, con
       if (loss) loss[flat] = T(v);
     }
   }
+  out = st;
 }
 
 ClassLossStats cross_entropy_forward(const Tensor& loss, const Tensor& lse, const Tensor& logits,
@@ -265,7 +269,7 @@ ClassLossStats nll_forward(const Tensor& loss, const Tensor& log_probs, const Te
       const int64_t chunks = chunk_count(elements, 1);
       std::vector<ClassLossStats> parts(chunks);
       for_each_chunk(elements, chunks, [&](int64_t c, int64_t b, int64_t e) {
-        ClassLossStats& st = parts[c];
+        ClassLossStats st;  // local, as in ce_forward_rows
         for (int64_t flat = b; flat < e; ++flat) {
           const I t = pt[flat];
           double v = 0;
@@ -276,6 +280,7 @@ ClassLossStats nll_forward(const Tensor& loss, const Tensor& log_probs, const Te
           }
           if (pl) pl[flat] = T(v);
         }
+        parts[c] = st;
       });
       result = combine(parts);
     });

@@ -16,6 +16,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "ops/cpu/loops.h"
 
@@ -85,6 +86,25 @@ void for_each_chunk(int64_t rows, int64_t chunks, Fn&& fn) {
 #pragma omp parallel for schedule(static, 1)
   for (int64_t c = 0; c < chunks; ++c) fn(c, rows * c / chunks, rows * (c + 1) / chunks);
 }
+
+// Zero-initialised scratch of `per_chunk` elements per chunk, each chunk's part starting on its
+// own 64-byte cache line, so threads updating their own partial sums never share a line.
+template <typename T>
+class ChunkScratch {
+ public:
+  ChunkScratch(int64_t chunks, int64_t per_chunk)
+      : stride_((per_chunk + kLine - 1) / kLine * kLine), data_(size_t(chunks * stride_ + kLine), T(0)) {
+    const auto address = reinterpret_cast<uintptr_t>(data_.data());
+    base_ = data_.data() + (kLine - (address / sizeof(T)) % kLine) % kLine;
+  }
+  T* chunk(int64_t c) { return base_ + c * stride_; }
+
+ private:
+  static constexpr int64_t kLine = int64_t(64 / sizeof(T));  // elements per cache line
+  int64_t stride_;
+  std::vector<T> data_;
+  T* base_ = nullptr;
+};
 
 // Rows split over threads without per-chunk state.
 template <typename Fn>
