@@ -62,6 +62,7 @@ int64_t Tensor::stride(int64_t d) const {
 }
 
 bool Tensor::is_contiguous() const {
+  if (impl_->numel() == 0) return true;  // no element to lay out (as PyTorch)
   int64_t expected = 1;
   for (size_t i = impl_->shape.size(); i-- > 0;) {
     if (impl_->shape[i] == 1) continue;  // size-1 dims may have any stride

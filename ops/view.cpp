@@ -122,7 +122,11 @@ Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
 
 Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
   const int64_t n = dim();
-  if (n == 0) return view({});
+  if (n == 0) {  // a 0-d tensor accepts dims 0 and -1 only, as in PyTorch
+    wrap_dim(dim0, 0, "transpose");
+    wrap_dim(dim1, 0, "transpose");
+    return view({});
+  }
   std::vector<int64_t> perm(n);
   std::iota(perm.begin(), perm.end(), 0);
   std::swap(perm[wrap_dim(dim0, n, "transpose")], perm[wrap_dim(dim1, n, "transpose")]);
@@ -189,6 +193,8 @@ Tensor Tensor::expand(const Shape& requested) const {
     if (j >= 0) {
       int64_t have = this->shape()[j];
       if (want == -1) want = have;
+      LSF_CHECK(want >= 0) << "expand: invalid size " << requested[i] << " at dimension " << i
+                           << " of " << requested << " (expanding shape " << this->shape() << ")";
       LSF_CHECK(have == want || have == 1) << "expand: cannot expand shape " << this->shape()
                                            << " to " << requested << " (dimension " << i
                                            << ": size " << have << " is not 1)";
@@ -214,7 +220,10 @@ Tensor Tensor::squeeze() const {
 }
 
 Tensor Tensor::squeeze(int64_t d) const {
-  if (dim() == 0) return view({});
+  if (dim() == 0) {
+    wrap_dim(d, 0, "squeeze");
+    return view({});
+  }
   d = wrap_dim(d, dim(), "squeeze");
   if (shape()[d] != 1) return view(shape());
   Shape shape = this->shape();
@@ -237,7 +246,11 @@ Tensor Tensor::unsqueeze(int64_t d) const {
 }
 
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
-  if (dim() == 0) return reshape({1});
+  if (dim() == 0) {
+    wrap_dim(start_dim, 0, "flatten");
+    wrap_dim(end_dim, 0, "flatten");
+    return reshape({1});
+  }
   start_dim = wrap_dim(start_dim, dim(), "flatten");
   end_dim = wrap_dim(end_dim, dim(), "flatten");
   LSF_CHECK(start_dim <= end_dim) << "flatten: start_dim " << start_dim << " is after end_dim " << end_dim;

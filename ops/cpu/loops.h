@@ -96,13 +96,39 @@ void for_each_run(const std::array<const Tensor*, N>& ts, RunFn&& fn) {
 }
 
 namespace detail {
+// Calls fn.template operator()<M>() for the runtime value m < Max.
+template <unsigned M, unsigned Max, typename Fn>
+void with_mask(unsigned m, Fn&& fn) {
+  if constexpr (M < Max) {
+    if (m == M) {
+      fn.template operator()<M>();
+    } else {
+      with_mask<M + 1, Max>(m, fn);
+    }
+  }
+}
+
+template <bool Broadcast, typename T>
+inline T load(const char* p, int64_t i) {
+  if constexpr (Broadcast) {
+    return *reinterpret_cast<const T*>(p);
+  } else {
+    return reinterpret_cast<const T*>(p)[i];
+  }
+}
+
 template <typename Out, typename... In, typename F, size_t... I>
 void map_run(std::array<char*, sizeof...(In) + 1> p, std::array<int64_t, sizeof...(In) + 1> s,
              int64_t n, F& f, std::index_sequence<I...>) {
-  bool contiguous = s[0] == int64_t(sizeof(Out)) && ((s[I + 1] == int64_t(sizeof(In))) && ...);
-  if (contiguous) {  // the common case: let the compiler vectorise
-    Out* o = reinterpret_cast<Out*>(p[0]);
-    for (int64_t i = 0; i < n; ++i) o[i] = f(reinterpret_cast<const In*>(p[I + 1])[i]...);
+  // The common cases, which the compiler vectorises: every input either contiguous or a
+  // broadcast scalar (stride 0, e.g. the 2 in x * 2). One instantiation per pattern.
+  bool dense = s[0] == int64_t(sizeof(Out)) && ((s[I + 1] == int64_t(sizeof(In)) || s[I + 1] == 0) && ...);
+  if (dense) {
+    unsigned mask = ((s[I + 1] == 0 ? 1u << I : 0u) | ... | 0u);
+    with_mask<0, (1u << sizeof...(In))>(mask, [&]<unsigned M>() {
+      Out* o = reinterpret_cast<Out*>(p[0]);
+      for (int64_t i = 0; i < n; ++i) o[i] = f(load<((M >> I) & 1u) != 0, In>(p[I + 1], i)...);
+    });
   } else {
     for (int64_t i = 0; i < n; ++i)
       *reinterpret_cast<Out*>(p[0] + i * s[0]) = f(*reinterpret_cast<const In*>(p[I + 1] + i * s[I + 1])...);
