@@ -19,7 +19,8 @@
 // loss: backward()), after setting every input's .grad to undefined (PyTorch: None), so each
 // iteration allocates fresh gradients instead of accumulating. Each timing: `warmup` calls,
 // then a calibration of `inner` calls per sample so that one sample lasts ≥ --min-sample-ms,
-// then samples (steady_clock, per-call time = sample / inner) until ≥ --min-samples samples and
+// then samples (steady_clock, or with --clock cpu the process's CPU time; per-call time =
+// sample / inner) until ≥ --min-samples samples and
 // ≥ --budget seconds, or --max-samples. Reported: median (and min, max) per call.
 //
 // GEMM reference: for matmul and bmm cases the same products are also timed as raw
@@ -29,6 +30,7 @@
 // per batch) when the batch has at least as many matrices as threads.
 #include <cblas.h>
 #include <omp.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -66,6 +68,7 @@ struct Options {
   double min_sample_ms = 1.0;
   bool list = false;
   bool no_sgemm = false;
+  bool cpu_clock = false;  // process CPU time instead of steady_clock
 };
 
 struct Flag {
@@ -93,6 +96,12 @@ const std::vector<Flag>& flags() {
        [](Options& o, const std::string& v) { o.max_samples = std::stoi(v); }},
       {"--min-sample-ms", "MS", "repeat fast calls so one sample lasts at least MS (default 1.0)",
        [](Options& o, const std::string& v) { o.min_sample_ms = std::stod(v); }},
+      {"--clock", "wall|cpu",
+       "wall: steady_clock (default); cpu: process CPU time, robust to other load with --threads 1",
+       [](Options& o, const std::string& v) {
+         LSF_CHECK(v == "wall" || v == "cpu") << "--clock: expected wall or cpu, got " << v;
+         o.cpu_clock = v == "cpu";
+       }},
       {"--no-sgemm", nullptr, "skip the raw cblas_sgemm reference timings",
        [](Options& o, const std::string&) { o.no_sgemm = true; }},
       {"--list", nullptr, "list the cases and exit",
@@ -117,16 +126,23 @@ struct Timing {
   int inner = 0;
 };
 
-double elapsed_ms(Clock::time_point since) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - since).count();
+// Milliseconds on the chosen clock: steady_clock, or the CPU time of all the process's threads
+// (which excludes time spent waiting for a core while other processes run).
+double now_ms(bool cpu_clock) {
+  if (cpu_clock) {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) * 1e-6;
+  }
+  return std::chrono::duration<double, std::milli>(Clock::now().time_since_epoch()).count();
 }
 
 Timing time_call(const std::function<void()>& call, const Options& opt) {
   double last_ms = 0;
   for (int i = 0; i < std::max(opt.warmup, 1); ++i) {
-    auto t0 = Clock::now();
+    double t0 = now_ms(opt.cpu_clock);
     call();
-    last_ms = elapsed_ms(t0);
+    last_ms = now_ms(opt.cpu_clock) - t0;
   }
   Timing t;
   t.inner = int(std::clamp(std::ceil(opt.min_sample_ms / std::max(last_ms, 1e-6)), 1.0, 100000.0));
@@ -134,9 +150,9 @@ Timing time_call(const std::function<void()>& call, const Options& opt) {
   double total_ms = 0;
   while (int(per_call.size()) < opt.max_samples &&
          (int(per_call.size()) < opt.min_samples || total_ms < opt.budget_s * 1e3)) {
-    auto t0 = Clock::now();
+    double t0 = now_ms(opt.cpu_clock);
     for (int i = 0; i < t.inner; ++i) call();
-    double ms = elapsed_ms(t0);
+    double ms = now_ms(opt.cpu_clock) - t0;
     total_ms += ms;
     per_call.push_back(ms / t.inner);
   }
@@ -348,9 +364,9 @@ void emit(const Options& opt, const char* impl, const Case& c, const char* phase
     std::printf(
         "{\"impl\": \"%s\", \"op\": \"%s\", \"case\": \"%s\", \"shape\": \"%s\", \"phase\": \"%s\", "
         "\"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, \"samples\": %d, \"inner\": %d, "
-        "\"threads\": %d, \"gflop\": %.6f}\n",
+        "\"threads\": %d, \"clock\": \"%s\", \"gflop\": %.6f}\n",
         impl, c.op, c.name, json_escape(c.shape).c_str(), phase, t.median_ms, t.min_ms, t.max_ms,
-        t.samples, t.inner, lsf::get_num_threads(), gflop);
+        t.samples, t.inner, lsf::get_num_threads(), opt.cpu_clock ? "cpu" : "wall", gflop);
   } else {
     char gflops[32] = "";
     if (gflop > 0) std::snprintf(gflops, sizeof gflops, "%8.1f", gflop / (t.median_ms * 1e-3));

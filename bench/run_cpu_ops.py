@@ -35,6 +35,8 @@ def parse_args():
     p.add_argument("--threads", type=int, required=True, help="threads for both sides")
     p.add_argument("--rounds", type=int, default=3, help="rounds per case (default 3)")
     p.add_argument("--budget", type=float, default=1.0, help="sampling seconds per measurement (default 1.0)")
+    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                   help="wall (default) or cpu: process CPU time (meaningful with --threads 1 on a busy machine)")
     p.add_argument("--filter", default="", help='only cases whose "op case" contains TEXT')
     p.add_argument("--results", default=os.path.join(HERE, "RESULTS.md"), help="the RESULTS.md to update")
     p.add_argument("--no-write", action="store_true", help="print the table only")
@@ -117,7 +119,7 @@ def main():
     args = parse_args()
     bench_ops = os.path.abspath(args.bench_ops)
     torch_ops = os.path.join(HERE, "torch_ops.py")
-    common = ["--json", "--threads", str(args.threads), "--budget", str(args.budget)]
+    common = ["--json", "--threads", str(args.threads), "--budget", str(args.budget), "--clock", args.clock]
     cases = [c for c in list_cases(bench_ops) if not args.filter or args.filter in f"{c[0]} {c[1]}"]
     if not cases:
         print("run_cpu_ops: no case matches the filter", file=sys.stderr)
@@ -199,7 +201,7 @@ def main():
            f"its BLAS: {pt_meta.get('openblas_config', 'unknown')} via libblas.so.3.",
            f"- Method: {args.rounds} rounds; in each, per case, one lsformer and one PyTorch process "
            "(alternating which runs first); each reports the median per-call time after warm-up "
-           f"(sampling budget {args.budget} s); the table shows the median over rounds. Inputs require grad; "
+           f"(sampling budget {args.budget} s, {args.clock}-clock time); the table shows the median over rounds. Inputs require grad; "
            "`forward` records autograd; `forward_backward` = grads set to none + forward + backward with a "
            "fixed random upstream gradient. Shapes and rationale: header of `bench/bench_ops.cpp`.",
            "- ratio = lsformer / PyTorch medians (≤ 1.0: lsformer is faster); ratio of mins = the same for the "

@@ -8,7 +8,7 @@ every float input requires grad; "forward" runs the op with autograd recording a
 result; "forward_backward" sets every input's .grad to None, runs the op, then backward with a
 fixed random upstream gradient (a scalar loss: backward()). Each timing: `warmup` calls, a
 calibration of `inner` calls per sample so one sample lasts >= --min-sample-ms, then samples
-(time.perf_counter, per-call time = sample / inner) until >= --min-samples samples and
+(time.perf_counter, or with --clock cpu the process CPU time; per-call time = sample / inner) until >= --min-samples samples and
 >= --budget seconds, or --max-samples. Reported: median (and min, max) per call.
 
 Threads: torch.set_num_threads(N) sets ATen's OpenMP pool. Debian's torch does its float GEMMs
@@ -59,6 +59,9 @@ def parse_args():
     p.add_argument("--max-samples", type=int, default=100)
     p.add_argument("--min-sample-ms", type=float, default=1.0,
                    help="repeat fast calls so one sample lasts at least MS")
+    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                   help="wall: time.perf_counter (default); cpu: process CPU time, robust to other load "
+                        "with --threads 1")
     p.add_argument("--list", action="store_true", help="list the cases and exit")
     return p.parse_args()
 
@@ -70,18 +73,19 @@ import torch.nn.functional as F  # noqa: E402
 
 
 def time_call(call):
+    clock = time.process_time if ARGS.clock == "cpu" else time.perf_counter
     last = 0.0
     for _ in range(max(ARGS.warmup, 1)):
-        t0 = time.perf_counter()
+        t0 = clock()
         call()
-        last = (time.perf_counter() - t0) * 1e3
+        last = (clock() - t0) * 1e3
     inner = int(min(max(math.ceil(ARGS.min_sample_ms / max(last, 1e-6)), 1), 100000))
     per_call, total = [], 0.0
     while len(per_call) < ARGS.max_samples and (len(per_call) < ARGS.min_samples or total < ARGS.budget * 1e3):
-        t0 = time.perf_counter()
+        t0 = clock()
         for _ in range(inner):
             call()
-        ms = (time.perf_counter() - t0) * 1e3
+        ms = (clock() - t0) * 1e3
         total += ms
         per_call.append(ms / inner)
     per_call.sort()
@@ -194,7 +198,7 @@ def main():
         for phase, call, flops in (("forward", forward, gflop), ("forward_backward", forward_backward, 3 * gflop)):
             t = time_call(call)
             row = {"impl": "pytorch", "op": op, "case": case, "shape": shape, "phase": phase, **t,
-                   "threads": torch.get_num_threads(), "gflop": flops}
+                   "threads": torch.get_num_threads(), "clock": ARGS.clock, "gflop": flops}
             if ARGS.json:
                 print(json.dumps(row), flush=True)
             else:
