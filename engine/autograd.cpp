@@ -77,7 +77,12 @@ TensorList AccumulateGrad::apply(const TensorList& grads) {
   const Tensor& g = grads[0];
   AutogradMeta& meta = leaf_->autograd_meta();
   if (!meta.grad) {
-    meta.grad = owned_copy(g).impl_ptr();
+    // Take over the incoming buffer when nothing else can see it (as PyTorch does): it is
+    // contiguous, owns its whole storage, and this is the only handle. Copy otherwise.
+    bool exclusive = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 &&
+                     g.is_contiguous() && g.offset() == 0 && g.storage()->nbytes() == g.nbytes() &&
+                     !g.impl()->autograd;
+    meta.grad = exclusive ? g.impl_ptr() : owned_copy(g).impl_ptr();
   } else {
     Tensor existing(meta.grad);
     add_inplace_kernel(existing.device(), existing, g);

@@ -1,7 +1,10 @@
 #include "engine/storage.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
+#include <unordered_map>
+#include <vector>
 
 #include "engine/error.h"
 
@@ -9,16 +12,33 @@ namespace lsf {
 namespace {
 
 constexpr size_t kCpuAlignment = 64;
+// Blocks at least this large are cached after free: glibc serves them with fresh mmaps whose
+// first touch page-faults every page, which costs more than the kernels that fill them.
+constexpr size_t kCacheMinBytes = size_t(1) << 20;
+constexpr size_t kCacheGranularity = size_t(1) << 16;  // cached sizes round up to 64 KiB
+constexpr size_t kDefaultCacheLimit = size_t(4) << 30;  // LSF_CPU_CACHE_BYTES overrides
 
 class CpuAllocator final : public Allocator {
  public:
+  CpuAllocator() {
+    if (const char* env = std::getenv("LSF_CPU_CACHE_BYTES")) cache_limit_ = std::strtoull(env, nullptr, 10);
+  }
   void* allocate(size_t nbytes, Device) override {
-    // aligned_alloc needs a size that is a multiple of the alignment; zero-byte tensors still
-    // get a distinct, valid pointer.
-    size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
-    if (rounded == 0) rounded = kCpuAlignment;
-    void* p = std::aligned_alloc(kCpuAlignment, rounded);
-    LSF_CHECK(p != nullptr) << "out of CPU memory allocating " << nbytes << " bytes";
+    const size_t size = block_size(nbytes);
+    void* p = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = cache_.find(size);
+      if (it != cache_.end() && !it->second.empty()) {
+        p = it->second.back();
+        it->second.pop_back();
+        cached_ -= size;
+      }
+    }
+    if (p == nullptr) {
+      p = std::aligned_alloc(kCpuAlignment, size);
+      LSF_CHECK(p != nullptr) << "out of CPU memory allocating " << nbytes << " bytes";
+    }
     int64_t now = current_.fetch_add(int64_t(nbytes)) + int64_t(nbytes);
     allocations_.fetch_add(1);
     int64_t peak = peak_.load();
@@ -27,31 +47,66 @@ class CpuAllocator final : public Allocator {
     return p;
   }
   void deallocate(void* p, size_t nbytes, Device) override {
-    std::free(p);
     current_.fetch_sub(int64_t(nbytes));
+    const size_t size = block_size(nbytes);
+    if (size >= kCacheMinBytes) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (cached_ + size <= cache_limit_) {
+        cache_[size].push_back(p);
+        cached_ += size;
+        return;
+      }
+    }
+    std::free(p);
   }
   MemoryStats stats(Device) const override {
     MemoryStats s;
     s.current_bytes = current_.load();
     s.peak_bytes = peak_.load();
-    s.reserved_bytes = s.current_bytes;  // no caching on the CPU
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      s.reserved_bytes = s.current_bytes + int64_t(cached_);
+    }
     s.allocations = allocations_.load();
     return s;
   }
   void reset_peak(Device) override { peak_.store(current_.load()); }
+  void empty_cache() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [size, blocks] : cache_)
+      for (void* p : blocks) std::free(p);
+    cache_.clear();
+    cached_ = 0;
+  }
 
  private:
+  // aligned_alloc needs a multiple of the alignment; zero-byte tensors still get a distinct,
+  // valid pointer; cacheable blocks round up so that nearby sizes share a bin.
+  static size_t block_size(size_t nbytes) {
+    size_t size = std::max<size_t>((nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment, kCpuAlignment);
+    if (size >= kCacheMinBytes) size = (size + kCacheGranularity - 1) / kCacheGranularity * kCacheGranularity;
+    return size;
+  }
+
   std::atomic<int64_t> current_{0}, peak_{0}, allocations_{0};
+  mutable std::mutex mutex_;
+  std::unordered_map<size_t, std::vector<void*>> cache_;  // free blocks by size
+  size_t cached_ = 0;
+  size_t cache_limit_ = kDefaultCacheLimit;
 };
+
+CpuAllocator& cpu_allocator() {
+  static CpuAllocator* cpu = new CpuAllocator();  // never destroyed: tensors may outlive statics
+  return *cpu;
+}
 
 struct AllocatorTable {
   Allocator* table[kNumDeviceTypes] = {};
 };
 AllocatorTable& allocators() {
-  static CpuAllocator cpu;  // never destroyed before tensors that outlive main's statics
   static AllocatorTable t = [] {
     AllocatorTable a;
-    a.table[int(DeviceType::CPU)] = &cpu;
+    a.table[int(DeviceType::CPU)] = &cpu_allocator();
     return a;
   }();
   return t;
@@ -73,6 +128,7 @@ void register_allocator(DeviceType type, Allocator* allocator) {
 
 MemoryStats memory_stats(Device device) { return allocator_for(device.type).stats(device); }
 void reset_peak_memory(Device device) { allocator_for(device.type).reset_peak(device); }
+void empty_cpu_cache() { cpu_allocator().empty_cache(); }
 
 StorageImpl::StorageImpl(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   data_ = allocator_for(device.type).allocate(nbytes, device);

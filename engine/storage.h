@@ -1,6 +1,9 @@
 // Storage: one reference-counted buffer that any number of tensor views share.
 //
-// CPU buffers are 64-byte aligned (one cache line, the widest SIMD load). Each device type has
+// CPU buffers are 64-byte aligned (one cache line, the widest SIMD load). Blocks of 1 MiB or
+// more are kept for reuse after they are freed (up to 4 GiB, or LSF_CPU_CACHE_BYTES), because
+// fresh large blocks come from mmap and page-fault on first touch; empty_cpu_cache() returns
+// them to the system. Each device type has
 // one Allocator; the CUDA backend registers its own when built. Allocators report current and
 // peak bytes.
 #pragma once
@@ -35,6 +38,7 @@ Allocator& allocator_for(DeviceType type);
 void register_allocator(DeviceType type, Allocator* allocator);
 MemoryStats memory_stats(Device device = kCPU);
 void reset_peak_memory(Device device = kCPU);
+void empty_cpu_cache();
 
 class StorageImpl {
  public:

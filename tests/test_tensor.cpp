@@ -137,8 +137,19 @@ TEST_CASE("CPU memory statistics track current and peak bytes", "[tensor]") {
     CHECK(during.current_bytes - before.current_bytes == 4 << 20);
     CHECK(during.peak_bytes >= during.current_bytes);
   }
-  CHECK(memory_stats().current_bytes == before.current_bytes);
-  CHECK(memory_stats().peak_bytes >= before.current_bytes + (4 << 20));
+  MemoryStats after = memory_stats();
+  CHECK(after.current_bytes == before.current_bytes);
+  CHECK(after.peak_bytes >= before.current_bytes + (4 << 20));
+  CHECK(after.reserved_bytes - after.current_bytes >= 4 << 20);  // the block is cached for reuse
+  void* cached_block;
+  {
+    Tensor again = empty({1 << 20});  // the same size comes back from the cache
+    cached_block = again.raw_data();
+    CHECK(memory_stats().reserved_bytes == after.reserved_bytes);
+  }
+  empty_cpu_cache();
+  CHECK(memory_stats().reserved_bytes == memory_stats().current_bytes);
+  CHECK(cached_block != nullptr);
 }
 
 TEST_CASE("printing follows PyTorch's format", "[tensor][print]") {
