@@ -1,0 +1,113 @@
+// Unary elementwise ops: argument checks, the kernel call, and the backward node.
+//
+// Every op is y = unary_kernel(op, x) and, when x requires grad, a node whose backward is one
+// call of unary_backward_kernel (dx = dy · op'(x or y)). The node saves only the tensor the
+// derivative is written in (unary_backward_uses_output): x for pow, log, abs, relu, gelu and
+// clamp; y for exp, sqrt, rsqrt, tanh and sigmoid; nothing for neg.
+#include "ops/unary.h"
+
+#include <cmath>
+#include <limits>
+
+#include "engine/autograd.h"
+#include "ops/factory.h"
+
+namespace lsf {
+
+LSF_DEFINE_KERNEL(unary_kernel, void(UnaryOp op, const Tensor& y, const Tensor& x, double a, double b));
+LSF_DEFINE_KERNEL(unary_backward_kernel, void(UnaryOp op, const Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& y, double a, double b));
+
+using autograd::NeedsGrad;
+using autograd::SavedTensor;
+
+const char* unary_op_name(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Neg: return "neg";
+    case UnaryOp::Pow: return "pow";
+    case UnaryOp::Exp: return "exp";
+    case UnaryOp::Log: return "log";
+    case UnaryOp::Sqrt: return "sqrt";
+    case UnaryOp::Rsqrt: return "rsqrt";
+    case UnaryOp::Abs: return "abs";
+    case UnaryOp::Tanh: return "tanh";
+    case UnaryOp::Sigmoid: return "sigmoid";
+    case UnaryOp::Relu: return "relu";
+    case UnaryOp::Gelu: return "gelu";
+    case UnaryOp::GeluTanh: return "gelu(approximate=tanh)";
+    case UnaryOp::Clamp: return "clamp";
+  }
+  return "?";
+}
+
+namespace {
+
+bool takes_integers(UnaryOp op) { return op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Clamp; }
+
+// y = op(x), recorded for autograd. `a`, `b`: the op's scalars (see unary_kernel).
+Tensor unary(UnaryOp op, const Tensor& x, double a = 0.0, double b = 0.0) {
+  const char* name = unary_op_name(op);
+  check_defined(name, {&x});
+  if (!takes_integers(op)) {
+    LSF_CHECK(is_floating(x.dtype())) << name << ": expected a floating-point tensor, got " << x.dtype()
+                                      << " of shape " << x.shape() << " (convert with to(kF32) first)";
+  }
+  Tensor y = empty(x.shape(), x.options());
+  unary_kernel(x.device(), op, y, x, a, b);
+  if (!autograd::any_requires_grad({&x})) return y;
+  const bool uses_output = unary_backward_uses_output(op);
+  SavedTensor saved_x = (op != UnaryOp::Neg && !uses_output) ? SavedTensor(x) : SavedTensor();
+  SavedTensor saved_y = uses_output ? SavedTensor(y) : SavedTensor();
+  autograd::record(name, {x}, {y}, [op, a, b, saved_x, saved_y](const TensorList& g, const NeedsGrad&) -> TensorList {
+    const Tensor& dy = g[0];  // [same as x]
+    Tensor dx = empty(dy.shape(), dy.options());
+    if (op == UnaryOp::Neg) {
+      unary_kernel(dy.device(), UnaryOp::Neg, dx, dy, 0.0, 0.0);
+    } else {
+      Tensor xv = saved_x.defined() ? saved_x.get() : Tensor();
+      Tensor yv = saved_y.defined() ? saved_y.get() : Tensor();
+      unary_backward_kernel(dy.device(), op, dx, dy, xv, yv, a, b);
+    }
+    return {dx};
+  });
+  return y;
+}
+
+}  // namespace
+
+Tensor neg(const Tensor& x) { return unary(UnaryOp::Neg, x); }
+Tensor pow(const Tensor& x, double exponent) {
+  LSF_CHECK(!std::isnan(exponent)) << "pow: the exponent is NaN";
+  return unary(UnaryOp::Pow, x, exponent);
+}
+Tensor exp(const Tensor& x) { return unary(UnaryOp::Exp, x); }
+Tensor log(const Tensor& x) { return unary(UnaryOp::Log, x); }
+Tensor sqrt(const Tensor& x) { return unary(UnaryOp::Sqrt, x); }
+Tensor rsqrt(const Tensor& x) { return unary(UnaryOp::Rsqrt, x); }
+Tensor abs(const Tensor& x) { return unary(UnaryOp::Abs, x); }
+Tensor tanh(const Tensor& x) { return unary(UnaryOp::Tanh, x); }
+Tensor sigmoid(const Tensor& x) { return unary(UnaryOp::Sigmoid, x); }
+Tensor relu(const Tensor& x) { return unary(UnaryOp::Relu, x); }
+
+Tensor gelu(const Tensor& x, GeluApproximation approximate) {
+  return unary(approximate == GeluApproximation::Tanh ? UnaryOp::GeluTanh : UnaryOp::Gelu, x);
+}
+
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
+  check_defined("clamp", {&x});
+  LSF_CHECK(min || max) << "clamp: at least one of min and max must be given (tensor of shape "
+                        << x.shape() << ")";
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  double lo = min.value_or(-kInf), hi = max.value_or(kInf);
+  LSF_CHECK(!std::isnan(lo) && !std::isnan(hi))
+      << "clamp: bounds must not be NaN (min " << lo << ", max " << hi << ")";
+  if (is_integral(x.dtype())) {
+    // No promotion: a fractional bound has no value in the tensor's dtype.
+    for (double v : {lo, hi})
+      LSF_CHECK(std::isinf(v) || std::nearbyint(v) == v)
+          << "clamp: bound " << v << " is not representable in a " << x.dtype() << " tensor of shape "
+          << x.shape() << "; convert the tensor with to(kF32) first";
+  }
+  return unary(UnaryOp::Clamp, x, lo, hi);
+}
+
+}  // namespace lsf
