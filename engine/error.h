@@ -46,8 +46,12 @@ class ErrorBuilder {
 }  // namespace detail
 }  // namespace lsf
 
-#define LSF_CHECK(cond) \
-  if (cond) {           \
-  } else                \
-    ::lsf::detail::ErrorBuilder(__FILE__, __LINE__)
+// The switch makes the macro one statement, so it nests safely in an unbraced if/else.
+#define LSF_CHECK(cond)        \
+  switch (0)                   \
+  case 0:                      \
+  default:                     \
+    if (cond) {                \
+    } else                     \
+      ::lsf::detail::ErrorBuilder(__FILE__, __LINE__)
 #define LSF_FAIL() ::lsf::detail::ErrorBuilder(__FILE__, __LINE__)

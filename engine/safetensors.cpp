@@ -212,7 +212,9 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
   fs::path target(path);
   fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   LSF_CHECK(fs::is_directory(dir)) << "save: directory '" << dir.string() << "' does not exist";
-  std::string tmp = (dir / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()))).string();
+  std::string tmp_name = ".";  // built with append: GCC 12 warns falsely on chained operator+
+  tmp_name.append(target.filename().string()).append(".tmp.").append(std::to_string(::getpid()));
+  std::string tmp = (dir / tmp_name).string();
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   LSF_CHECK(fd >= 0) << "save: cannot create '" << tmp << "': " << std::strerror(errno);
   size_t written = 0;

@@ -5,6 +5,7 @@
 #include "engine/autograd.h"
 #include "ops/factory.h"
 #include "ops/reduce.h"
+#include "ops/unary.h"
 
 namespace lsf {
 
@@ -38,9 +39,10 @@ Tensor compute(BinaryOp op, const Tensor& a, const Tensor& b) {
   const char* name = op_name(op);
   check_same_device(name, {&a, &b});
   check_same_dtype(name, {&a, &b});
-  if (op == BinaryOp::Div)
+  if (op == BinaryOp::Div) {
     LSF_CHECK(is_floating(a.dtype())) << "div: expected floating-point tensors, got " << a.dtype()
                                       << " (convert with to(kF32) first)";
+  }
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
   Tensor out = empty(shape, a.options().dtype(is_comparison(op) ? kBool : a.dtype()));
   NoGradGuard no_grad;  // the expands below are plumbing, not part of the graph
@@ -127,7 +129,7 @@ Tensor mul(const Tensor& a, double b) { return mul(a, scalar_like(a, b, "mul"));
 Tensor div(const Tensor& a, double b) { return div(a, scalar_like(a, b, "div")); }
 Tensor operator-(double a, const Tensor& b) { return sub(scalar_like(b, a, "sub"), b); }
 Tensor operator/(double a, const Tensor& b) { return div(scalar_like(b, a, "div"), b); }
-Tensor operator-(const Tensor& a) { return mul(a, -1.0); }
+Tensor operator-(const Tensor& a) { return neg(a); }
 
 #define LSF_COMPARISON(name, OP)                                                   \
   Tensor name(const Tensor& a, const Tensor& b) { return compute(BinaryOp::OP, a, b); } \
