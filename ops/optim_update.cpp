@@ -1,0 +1,112 @@
+// Optimizer update entry points: argument checks, then the fused kernel of the parameter's
+// device. These are not autograd ops: they write parameters in place, under NoGradGuard, and
+// bump the storage versions of what they write.
+#include "ops/optim_update.h"
+
+#include <cmath>
+
+#include "engine/autograd.h"
+
+namespace lsf {
+
+LSF_DEFINE_KERNEL(sgd_update_kernel, void(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdUpdate& u));
+LSF_DEFINE_KERNEL(adam_update_kernel, void(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                                           const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, const AdamUpdate& u));
+LSF_DEFINE_KERNEL(norm_pow_sum_kernel, double(const Tensor& x, double p));
+LSF_DEFINE_KERNEL(scale_inplace_kernel, void(const Tensor& x, double factor));
+
+namespace {
+
+// Every state tensor: defined, contiguous, and of the parameter's shape, dtype and device.
+void check_state(const char* op, const Tensor& param, const Tensor& state, const char* state_name) {
+  LSF_CHECK(state.defined()) << op << ": the " << state_name << " buffer is undefined (parameter shape "
+                             << param.shape() << ")";
+  LSF_CHECK(state.shape() == param.shape() && state.dtype() == param.dtype() && state.device() == param.device())
+      << op << ": " << state_name << " buffer of shape " << state.shape() << " (" << state.dtype() << ", "
+      << state.device() << ") does not match the parameter's " << param.shape() << " (" << param.dtype() << ", "
+      << param.device() << ")";
+  LSF_CHECK(state.is_contiguous()) << op << ": the " << state_name << " buffer must be contiguous (shape "
+                                   << state.shape() << ", strides " << state.strides() << ")";
+}
+
+void check_param_grad(const char* op, const Tensor& param, const Tensor& grad) {
+  check_defined(op, {&param, &grad});
+  check_same_device(op, {&param, &grad});
+  check_same_dtype(op, {&param, &grad});
+  LSF_CHECK(param.shape() == grad.shape()) << op << ": gradient of shape " << grad.shape()
+                                           << " does not match the parameter's shape " << param.shape();
+  LSF_CHECK(is_floating(param.dtype())) << op << ": expected a floating-point parameter, got " << param.dtype()
+                                        << " (shape " << param.shape() << ")";
+}
+
+bool finite_nonnegative(double v) { return std::isfinite(v) && v >= 0.0; }
+
+// An in-place write through a broadcast view (stride 0 over a dim of size > 1) would write one
+// memory location several times: refused, as PyTorch does.
+void check_writable(const char* op, const Tensor& t, const char* what) {
+  for (int64_t d = 0; d < t.dim(); ++d)
+    LSF_CHECK(t.size(d) <= 1 || t.stride(d) != 0)
+        << op << ": the " << what << " (shape " << t.shape() << ", strides " << t.strides()
+        << ") is a broadcast view in which several elements share one memory location; it cannot be "
+           "written in place";
+}
+
+}  // namespace
+
+void sgd_update_(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdUpdate& u) {
+  const char* op = "sgd_update_";
+  check_param_grad(op, param, grad);
+  LSF_CHECK(finite_nonnegative(u.lr) && finite_nonnegative(u.momentum) && finite_nonnegative(u.weight_decay) &&
+            std::isfinite(u.dampening))
+      << op << ": invalid coefficients lr=" << u.lr << ", momentum=" << u.momentum
+      << ", dampening=" << u.dampening << ", weight_decay=" << u.weight_decay;
+  check_writable(op, param, "parameter");
+  if (u.momentum != 0.0) check_state(op, param, momentum_buffer, "momentum_buffer");
+  NoGradGuard no_grad;
+  sgd_update_kernel(param.device(), param, grad, momentum_buffer, u);
+  param.storage()->bump_version();
+  if (u.momentum != 0.0) momentum_buffer.storage()->bump_version();
+}
+
+void adam_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                  const Tensor& max_exp_avg_sq, const AdamUpdate& u) {
+  const char* op = "adam_update_";
+  check_param_grad(op, param, grad);
+  LSF_CHECK(finite_nonnegative(u.lr) && finite_nonnegative(u.eps) && finite_nonnegative(u.weight_decay) &&
+            u.beta1 >= 0.0 && u.beta1 < 1.0 && u.beta2 >= 0.0 && u.beta2 < 1.0 && u.step >= 1)
+      << op << ": invalid coefficients lr=" << u.lr << ", betas=(" << u.beta1 << ", " << u.beta2
+      << "), eps=" << u.eps << ", weight_decay=" << u.weight_decay << ", step=" << u.step;
+  check_writable(op, param, "parameter");
+  check_state(op, param, exp_avg, "exp_avg");
+  check_state(op, param, exp_avg_sq, "exp_avg_sq");
+  if (u.amsgrad) check_state(op, param, max_exp_avg_sq, "max_exp_avg_sq");
+  NoGradGuard no_grad;
+  adam_update_kernel(param.device(), param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, u);
+  param.storage()->bump_version();
+  exp_avg.storage()->bump_version();
+  exp_avg_sq.storage()->bump_version();
+  if (u.amsgrad) max_exp_avg_sq.storage()->bump_version();
+}
+
+double norm_pow_sum(const Tensor& x, double p) {
+  check_defined("norm_pow_sum", {&x});
+  LSF_CHECK(p > 0.0) << "norm_pow_sum: the norm order must be positive or inf, got " << p << " (shape "
+                     << x.shape() << ")";
+  LSF_CHECK(is_floating(x.dtype())) << "norm_pow_sum: expected a floating-point tensor, got " << x.dtype()
+                                    << " (shape " << x.shape() << ")";
+  if (x.numel() == 0) return 0.0;
+  return norm_pow_sum_kernel(x.device(), x, p);
+}
+
+void scale_(const Tensor& x, double factor) {
+  check_defined("scale_", {&x});
+  LSF_CHECK(is_floating(x.dtype())) << "scale_: expected a floating-point tensor, got " << x.dtype()
+                                    << " (shape " << x.shape() << ")";
+  check_writable("scale_", x, "tensor");
+  if (x.numel() == 0) return;
+  NoGradGuard no_grad;
+  scale_inplace_kernel(x.device(), x, factor);
+  x.storage()->bump_version();
+}
+
+}  // namespace lsf
