@@ -1,0 +1,49 @@
+// nn::Linear. The forward is matmul with the transposed weight view (OpenBLAS reads the
+// transpose in place, no copy) plus a broadcast bias add.
+#include "models/nn/linear.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "models/nn/init.h"
+#include "ops/binary.h"
+#include "ops/matmul.h"
+
+namespace lsf::nn {
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias)
+    : Layer("Linear"), in_features_(in_features), out_features_(out_features) {
+  LSF_CHECK(in_features >= 0 && out_features >= 0)
+      << "Linear: feature counts must be non-negative, got in_features=" << in_features
+      << ", out_features=" << out_features;
+  weight = register_parameter("weight", empty({out_features, in_features}));
+  if (with_bias) bias = register_parameter("bias", empty({out_features}));
+  reset_parameters();
+}
+
+void Linear::reset_parameters(Generator* generator) {
+  init::kaiming_uniform_(weight, /*a=*/std::sqrt(5.0), init::FanMode::FanIn, init::Nonlinearity::LeakyReLU,
+                         generator);
+  if (bias.defined()) {
+    const double bound = in_features_ > 0 ? 1.0 / std::sqrt(double(in_features_)) : 0.0;
+    init::uniform_(bias, -bound, bound, generator);
+  }
+}
+
+Tensor Linear::forward(const Tensor& x) {
+  LSF_CHECK(x.defined()) << "Linear: the input is undefined";
+  LSF_CHECK(x.dim() >= 1 && x.size(-1) == in_features_)
+      << "Linear: input of shape " << x.shape() << " does not end in in_features=" << in_features_
+      << " (weight shape " << weight.shape() << ")";
+  Tensor y = matmul(x, weight.t());
+  return bias.defined() ? add(y, bias) : y;
+}
+
+std::string Linear::extra_repr() const {
+  std::ostringstream os;
+  os << "in_features=" << in_features_ << ", out_features=" << out_features_
+     << ", bias=" << (bias.defined() ? "true" : "false");
+  return os.str();
+}
+
+}  // namespace lsf::nn

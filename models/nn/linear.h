@@ -1,0 +1,34 @@
+// nn::Linear: y = x · weightᵀ + bias, as torch.nn.Linear.
+//
+// Parameters (PyTorch names and layouts): weight [out_features, in_features], bias
+// [out_features] (absent when bias = false). x [*, in_features] → y [*, out_features]; a 1-D x
+// gives a 1-D y. Default initialisation is PyTorch's: weight kaiming_uniform_(a = √5), i.e.
+// U(±1/√in_features), and bias U(±1/√in_features).
+#pragma once
+
+#include <string>
+
+#include "models/nn/layer.h"
+
+namespace lsf::nn {
+
+class Linear : public Layer {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  // Draws weight and bias again with the default initialisation (from `generator`, or the
+  // default generator when null).
+  void reset_parameters(Generator* generator = nullptr);
+
+  int64_t in_features() const { return in_features_; }
+  int64_t out_features() const { return out_features_; }
+
+  Tensor weight;  // [out_features, in_features]
+  Tensor bias;    // [out_features] or undefined
+
+ private:
+  int64_t in_features_, out_features_;
+};
+
+}  // namespace lsf::nn
