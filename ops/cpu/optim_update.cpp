@@ -13,53 +13,65 @@
 namespace lsf::cpu {
 namespace {
 
-// Calls elem(ptrs) with one pointer per operand for every element of the same-shaped tensors
-// `ts` (any strides). Dense runs (every operand contiguous) get plain indexed pointers.
-template <typename T, size_t N, typename Elem>
-void for_each_element(const std::array<const Tensor*, N>& ts, Elem elem) {
+// Runs kernel.template run<Dense>(ptrs, element_strides, n) over every run of the same-shaped
+// tensors `ts` (any strides). Dense runs (every operand contiguous) get strides fixed at 1 at
+// compile time, so the compiler vectorises them.
+template <typename T, size_t N, typename Kernel>
+void for_each_run_typed(const std::array<const Tensor*, N>& ts, const Kernel& kernel) {
   for_each_run<N>(ts, [&](std::array<char*, N> p, std::array<int64_t, N> s, int64_t n) {
     bool dense = true;
-    for (size_t k = 0; k < N; ++k) dense = dense && s[k] == int64_t(sizeof(T));
-    std::array<T*, N> q;
+    for (size_t k = 0; k < N; ++k) {
+      s[k] /= int64_t(sizeof(T));  // bytes → elements
+      dense = dense && s[k] == 1;
+    }
     if (dense) {
-      for (int64_t i = 0; i < n; ++i) {
-        for (size_t k = 0; k < N; ++k) q[k] = reinterpret_cast<T*>(p[k]) + i;
-        elem(q);
-      }
+      kernel.template run<true>(p, s, n);
     } else {
-      for (int64_t i = 0; i < n; ++i) {
-        for (size_t k = 0; k < N; ++k) q[k] = reinterpret_cast<T*>(p[k] + i * s[k]);
-        elem(q);
-      }
+      kernel.template run<false>(p, s, n);
     }
   });
 }
 
 // ---- SGD ----
 
+// Operands: param, grad, momentum buffer (the param again, unread, without momentum).
+template <typename T, bool Momentum>
+struct SgdKernel {
+  // Coefficients rounded once to T, as PyTorch passes Python floats to T-typed kernels.
+  T wd, momentum, keep, neg_lr;
+  bool decay, nesterov, init;
+
+  template <bool Dense>
+  void run(std::array<char*, 3> ptr, std::array<int64_t, 3> s, int64_t n) const {
+    T* __restrict p = reinterpret_cast<T*>(ptr[0]);
+    const T* __restrict g = reinterpret_cast<const T*>(ptr[1]);
+    T* __restrict b = reinterpret_cast<T*>(ptr[2]);
+    const int64_t sp = Dense ? 1 : s[0], sg = Dense ? 1 : s[1], sb = Dense ? 1 : s[2];
+    for (int64_t i = 0; i < n; ++i) {
+      T pi = p[i * sp];
+      T gi = g[i * sg];
+      if (decay) gi = gi + wd * pi;
+      if constexpr (Momentum) {
+        const T buf = init ? gi : T(T(b[i * sb] * momentum) + keep * gi);
+        b[i * sb] = buf;
+        gi = nesterov ? T(gi + momentum * buf) : buf;
+      }
+      p[i * sp] = pi + neg_lr * gi;
+    }
+  }
+};
+
 template <typename T>
 void sgd_typed(const Tensor& param, const Tensor& grad, const Tensor& buffer, const SgdUpdate& u) {
-  // Coefficients rounded once to T, as PyTorch passes Python floats to T-typed kernels.
   const T wd = T(u.weight_decay), momentum = T(u.momentum), keep = T(1.0 - u.dampening), neg_lr = T(-u.lr);
-  const bool decay = u.weight_decay != 0.0, nesterov = u.nesterov, init = u.init_buffer;
+  const bool decay = u.weight_decay != 0.0;
   if (u.momentum == 0.0) {
-    for_each_element<T, 2>({&param, &grad}, [=](std::array<T*, 2> q) {
-      T& p = *q[0];
-      T g = *q[1];
-      if (decay) g = g + wd * p;
-      p = p + neg_lr * g;
-    });
-    return;
+    for_each_run_typed<T, 3>({&param, &grad, &param},
+                             SgdKernel<T, false>{wd, momentum, keep, neg_lr, decay, u.nesterov, u.init_buffer});
+  } else {
+    for_each_run_typed<T, 3>({&param, &grad, &buffer},
+                             SgdKernel<T, true>{wd, momentum, keep, neg_lr, decay, u.nesterov, u.init_buffer});
   }
-  for_each_element<T, 3>({&param, &grad, &buffer}, [=](std::array<T*, 3> q) {
-    T& p = *q[0];
-    T& buf = *q[2];
-    T g = *q[1];
-    if (decay) g = g + wd * p;
-    buf = init ? g : T(buf * momentum) + keep * g;
-    const T d = nesterov ? T(g + momentum * buf) : buf;
-    p = p + neg_lr * d;
-  });
 }
 
 void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& buffer, const SgdUpdate& u) {
@@ -68,63 +80,93 @@ void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& buffer, c
 
 // ---- Adam / AdamW ----
 
-template <typename T>
-T nan_max(T a, T b) {  // torch.maximum: a NaN operand wins
-  if (std::isnan(a)) return a;
-  if (std::isnan(b)) return b;
-  return a > b ? a : b;
-}
-
+// Operands: param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq (exp_avg_sq again, unread,
+// without amsgrad).
 template <typename T, bool AmsGrad>
+struct AdamKernel {
+  T neg_step_size, bc2_sqrt, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, wd, decay_factor;
+  bool l2, decoupled;
+
+  template <bool Dense>
+  void run(std::array<char*, 5> ptr, std::array<int64_t, 5> s, int64_t n) const {
+    T* __restrict p = reinterpret_cast<T*>(ptr[0]);
+    const T* __restrict g = reinterpret_cast<const T*>(ptr[1]);
+    T* __restrict m = reinterpret_cast<T*>(ptr[2]);
+    T* __restrict v = reinterpret_cast<T*>(ptr[3]);
+    T* __restrict vmax = reinterpret_cast<T*>(ptr[4]);
+    const int64_t sp = Dense ? 1 : s[0], sg = Dense ? 1 : s[1], sm = Dense ? 1 : s[2], sv = Dense ? 1 : s[3],
+                  sx = Dense ? 1 : s[4];
+    for (int64_t i = 0; i < n; ++i) {
+      T pi = p[i * sp];
+      T gi = g[i * sg];
+      if (l2) gi = gi + wd * pi;
+      if (decoupled) pi = pi * decay_factor;
+      const T mi = T(m[i * sm] * beta1) + one_minus_beta1 * gi;
+      const T vi = T(v[i * sv] * beta2) + T(one_minus_beta2 * gi) * gi;
+      m[i * sm] = mi;
+      v[i * sv] = vi;
+      T v_hat = vi;
+      if constexpr (AmsGrad) {
+        const T old = vmax[i * sx];
+        v_hat = (vi > old || vi != vi) ? vi : old;  // torch.maximum: a NaN on either side wins
+        vmax[i * sx] = v_hat;
+      }
+      const T denom = T(std::sqrt(v_hat) / bc2_sqrt) + eps;
+      p[i * sp] = pi + T(neg_step_size * mi) / denom;
+    }
+  }
+};
+
+template <typename T>
 void adam_typed(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                 const Tensor& max_exp_avg_sq, const AdamUpdate& u) {
   const double t = double(u.step);
   const double bias_correction1 = 1.0 - std::pow(u.beta1, t);
   const double bias_correction2 = 1.0 - std::pow(u.beta2, t);
-  const T neg_step_size = T(-(u.lr / bias_correction1));
-  const T bc2_sqrt = T(std::sqrt(bias_correction2));
-  const T beta1 = T(u.beta1), one_minus_beta1 = T(1.0 - u.beta1);
-  const T beta2 = T(u.beta2), one_minus_beta2 = T(1.0 - u.beta2);
-  const T eps = T(u.eps), wd = T(u.weight_decay), decay_factor = T(1.0 - u.lr * u.weight_decay);
-  const bool l2 = !u.decoupled && u.weight_decay != 0.0, decoupled = u.decoupled;
-
-  auto elem = [=](auto q) {
-    T& p = *q[0];
-    T& m = *q[2];
-    T& v = *q[3];
-    T g = *q[1];
-    if (l2) g = g + wd * p;
-    if (decoupled) p = p * decay_factor;
-    m = T(m * beta1) + one_minus_beta1 * g;
-    v = T(v * beta2) + T(one_minus_beta2 * g) * g;
-    T v_hat = v;
-    if constexpr (AmsGrad) {
-      T& vmax = *q[4];
-      vmax = nan_max(vmax, v);
-      v_hat = vmax;
-    }
-    const T denom = T(std::sqrt(v_hat) / bc2_sqrt) + eps;
-    p = p + T(neg_step_size * m) / denom;
+  auto coefficients = [&]<bool AmsGrad>() {
+    return AdamKernel<T, AmsGrad>{.neg_step_size = T(-(u.lr / bias_correction1)),
+                                  .bc2_sqrt = T(std::sqrt(bias_correction2)),
+                                  .beta1 = T(u.beta1),
+                                  .one_minus_beta1 = T(1.0 - u.beta1),
+                                  .beta2 = T(u.beta2),
+                                  .one_minus_beta2 = T(1.0 - u.beta2),
+                                  .eps = T(u.eps),
+                                  .wd = T(u.weight_decay),
+                                  .decay_factor = T(1.0 - u.lr * u.weight_decay),
+                                  .l2 = !u.decoupled && u.weight_decay != 0.0,
+                                  .decoupled = u.decoupled};
   };
-  if constexpr (AmsGrad) {
-    for_each_element<T, 5>({&param, &grad, &exp_avg, &exp_avg_sq, &max_exp_avg_sq}, elem);
+  if (u.amsgrad) {
+    for_each_run_typed<T, 5>({&param, &grad, &exp_avg, &exp_avg_sq, &max_exp_avg_sq},
+                             coefficients.template operator()<true>());
   } else {
-    for_each_element<T, 4>({&param, &grad, &exp_avg, &exp_avg_sq}, elem);
+    for_each_run_typed<T, 5>({&param, &grad, &exp_avg, &exp_avg_sq, &exp_avg_sq},
+                             coefficients.template operator()<false>());
   }
 }
 
 void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                  const Tensor& max_exp_avg_sq, const AdamUpdate& u) {
-  dispatch_float(param.dtype(), "adam_update_", [&]<typename T>() {
-    if (u.amsgrad) {
-      adam_typed<T, true>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, u);
-    } else {
-      adam_typed<T, false>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, u);
-    }
-  });
+  dispatch_float(param.dtype(), "adam_update_",
+                 [&]<typename T>() { adam_typed<T>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, u); });
 }
 
 // ---- norms and scaling (clip_grad_norm_) ----
+
+// Σ f(x[i]) over [begin, end) in double, in 8 interleaved partial sums (independent additions
+// the compiler can overlap and vectorise) combined in a fixed order.
+template <typename T, typename F>
+double lane_sum(const T* x, int64_t begin, int64_t end, F f) {
+  constexpr int kLanes = 8;
+  double lane[kLanes] = {};
+  int64_t i = begin;
+  for (; i + kLanes <= end; i += kLanes)
+    for (int k = 0; k < kLanes; ++k) lane[k] += f(double(x[i + k]));
+  for (int k = 0; i < end; ++i, ++k) lane[k] += f(double(x[i]));
+  double acc = 0.0;
+  for (double l : lane) acc += l;
+  return acc;
+}
 
 // Σ|x|^p (or max |x|) over a contiguous array. Fixed chunks of kParallelGrain elements are
 // summed independently and the partials added in chunk order, so the result is the same bit
@@ -148,11 +190,11 @@ double norm_pow_sum_contiguous(const T* x, int64_t n, double p) {
         acc = std::max(acc, a);
       }
     } else if (p == 2.0) {
-      for (int64_t i = begin; i < end; ++i) acc += double(x[i]) * double(x[i]);
+      acc = lane_sum(x, begin, end, [](double v) { return v * v; });
     } else if (p == 1.0) {
-      for (int64_t i = begin; i < end; ++i) acc += std::fabs(double(x[i]));
+      acc = lane_sum(x, begin, end, [](double v) { return std::fabs(v); });
     } else {
-      for (int64_t i = begin; i < end; ++i) acc += std::pow(std::fabs(double(x[i])), p);
+      acc = lane_sum(x, begin, end, [p](double v) { return std::pow(std::fabs(v), p); });
     }
     partial[size_t(c)] = acc;
   }
@@ -178,7 +220,7 @@ double norm_pow_sum(const Tensor& x, double p) {
 void scale_inplace(const Tensor& x, double factor) {
   dispatch_float(x.dtype(), "scale_", [&]<typename T>() {
     const T f = T(factor);
-    for_each_element<T, 1>({&x}, [f](std::array<T*, 1> q) { *q[0] = *q[0] * f; });
+    map<T, T>(x, [f](T v) { return T(v * f); }, x);
   });
 }
 
