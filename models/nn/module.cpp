@@ -94,33 +94,44 @@ int64_t Module::parameter_count() const {
   return n;
 }
 
-LoadReport Module::load_state_dict(const std::map<std::string, Tensor>& state, bool strict) {
+LoadReport Module::check_state_dict(const std::map<std::string, Tensor>& state) const {
   LoadReport report;
-  NamedTensors mine = state_dict();
   std::set<std::string> known;
-  std::vector<std::pair<Tensor, Tensor>> assignments;  // (destination, source)
-  for (const auto& [name, t] : mine) {
+  for (const auto& [name, t] : state_dict()) {
     known.insert(name);
     auto it = state.find(name);
     if (it == state.end()) {
       report.missing.push_back(name);
-    } else if (!it->second.defined() || it->second.shape() != t.shape()) {
+    } else if (!it->second.defined() || it->second.shape() != t.shape() ||
+               is_floating(it->second.dtype()) != is_floating(t.dtype())) {
       std::ostringstream os;
-      os << name << " (file " << (it->second.defined() ? it->second.shape() : Shape{}) << ", module " << t.shape() << ")";
+      os << name << " (file ";
+      if (it->second.defined()) {
+        os << it->second.shape() << " " << it->second.dtype();
+      } else {
+        os << "undefined";
+      }
+      os << ", module " << t.shape() << " " << t.dtype() << ")";
       report.mismatched.push_back(os.str());
-    } else {
-      assignments.emplace_back(t, it->second);
     }
   }
   for (const auto& [name, t] : state)
     if (!known.count(name)) report.unexpected.push_back(name);
+  return report;
+}
+
+LoadReport Module::load_state_dict(const std::map<std::string, Tensor>& state, bool strict) {
+  LoadReport report = check_state_dict(state);
   LSF_CHECK(!strict || report.ok()) << type_name_ << ": load_state_dict (strict) found differences:\n"
                                     << report.str();
+  // Copy what matches (converting dtype, keeping each tensor's device).
   NoGradGuard no_grad;
-  for (auto& [dst, src] : assignments) {
-    LSF_CHECK(is_floating(dst.dtype()) == is_floating(src.dtype()))
-        << type_name_ << ": cannot load a " << src.dtype() << " tensor into a " << dst.dtype() << " one";
-    dst.copy_(src.to(dst.device()));
+  for (const auto& [name, t] : state_dict()) {
+    auto it = state.find(name);
+    if (it == state.end() || !it->second.defined() || it->second.shape() != t.shape() ||
+        is_floating(it->second.dtype()) != is_floating(t.dtype()))
+      continue;
+    t.copy_(it->second.to(t.device()));
   }
   return report;
 }

@@ -74,6 +74,8 @@ class Module {
   // throws an lsf::Error listing every missing, unexpected and mis-shaped name; non-strict mode
   // loads what matches and returns the report.
   LoadReport load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
+  // What load_state_dict would report, without changing anything.
+  LoadReport check_state_dict(const std::map<std::string, Tensor>& state) const;
   // Checkpoint files (safetensors): state_dict plus optional metadata.
   void save(const std::string& path, const Metadata& metadata = {}) const;
   LoadReport load(const std::string& path, bool strict = true);
