@@ -42,12 +42,14 @@ def parse_args():
     p.add_argument("--no-write", action="store_true", help="print the table only")
     p.add_argument("--note", action="append", default=[], help="a line to add under the table (repeatable)")
     p.add_argument("--python", default="/usr/bin/python3", help="interpreter for torch_ops.py")
+    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                   help="environment variable for both sides, e.g. OMP_WAIT_POLICY=passive (repeatable)")
     return p.parse_args()
 
 
-def run_json(cmd):
+def run_json(cmd, env):
     """Runs cmd, returns (meta, rows) from its JSON lines; raises with its stderr on failure."""
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"{shlex.join(cmd)} exited with {proc.returncode}:\n{proc.stderr.strip()}")
     meta, rows = {}, []
@@ -125,6 +127,13 @@ def main():
         print("run_cpu_ops: no case matches the filter", file=sys.stderr)
         return 2
 
+    env = dict(os.environ)
+    for item in args.env:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            print(f"run_cpu_ops: --env expects NAME=VALUE, got {item!r}", file=sys.stderr)
+            return 2
+        env[name] = value
     load_before = loadavg()
     times = {}  # (impl, case, phase) -> [median_ms per round]
     mins = {}   # (impl, case, phase) -> [min_ms per round]
@@ -139,7 +148,7 @@ def main():
                 sides.reverse()
             for impl, cmd in sides:
                 try:
-                    meta, rows = run_json(cmd)
+                    meta, rows = run_json(cmd, env)
                 except RuntimeError as e:
                     errors[(impl, case)] = str(e).splitlines()[-1]
                     print(f"  {impl} {case}: {errors[(impl, case)]}", file=sys.stderr)
@@ -195,7 +204,8 @@ def main():
            f"- Machine: {machine()}; Linux {platform.release()}.",
            f"- Threads: {args.threads} on both sides (lsformer: `--threads`, OpenMP + OpenBLAS; PyTorch: "
            f"`torch.set_num_threads` + `OPENBLAS_NUM_THREADS`). Load average before / after: "
-           f"{load_before} / {load_after}.",
+           f"{load_before} / {load_after}. Environment set for both: "
+           f"{', '.join(f'`{e}`' for e in args.env) if args.env else 'none'}.",
            f"- lsformer: {build[0] if build else 'unknown'}; {build[1].strip() if len(build) > 1 else ''}",
            f"- PyTorch {pt_meta.get('version', 'unknown')} (Debian, Python {pt_meta.get('python', '?')}); "
            f"its BLAS: {pt_meta.get('openblas_config', 'unknown')} via libblas.so.3.",
