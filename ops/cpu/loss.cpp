@@ -12,7 +12,7 @@
 // stored. Backward: dx_c = g·(exp(x_c − lse) − (1 − ε)·[c = t] − ε/C), g = scale·dloss.
 //
 // Numerics: the row sums run in the input dtype (f32: relative error about (C/8 + 4)·2^-24,
-// plus 2^-23 per exp_f32 term); each element's loss is formed in f64 from those and summed
+// plus 2^-23 per vexp term (≤ 2 ulp, ops/cpu/unary_math.h)); each element's loss is formed in f64 from those and summed
 // in f64 over the batch, per chunk of rows and then across chunks in order (deterministic
 // for a given thread count). Element losses are rounded once to the input dtype.
 #include <limits>

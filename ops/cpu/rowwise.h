@@ -1,5 +1,5 @@
 // Shared machinery of the row-wise CPU kernels (softmax, layer norm, classification losses):
-// a vectorisable exp for f32, function multi-versioning for AVX2/AVX-512, and a loop that
+// the vectorisable f32 exp of ops/cpu/unary_math.h, function multi-versioning for AVX2/AVX-512, and a loop that
 // hands each thread one contiguous chunk of rows.
 //
 // Why multi-versioning: the library is built for baseline x86-64 (SSE2), where a row of 64
@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ops/cpu/loops.h"
+#include "ops/cpu/unary_math.h"
 
 namespace lsf::cpu {
 
@@ -28,42 +29,9 @@ namespace lsf::cpu {
 #define LSF_SIMD_CLONES
 #endif
 
-// e^x in float arithmetic only, so that a loop of it vectorises (std::exp calls libm one
-// element at a time unless the whole build uses -ffast-math).
-//
-// Cephes' expf: x = k·ln2 + r with k = round(x·log2 e) and |r| ≤ ln2/2 (ln2 split in two parts
-// so k·ln2 is exact), e^r by a degree-6 polynomial, 2^k built in the exponent bits. Measured
-// against exp in double on every 16th float of [−87.3, 88]: relative error ≤ 1.4·2^-24, so
-// ≤ 2^-23 is what the tests' f32 tolerances allow for it. Domain: the callers pass x − max or x − logsumexp, so x ≤ 0 up to
-// rounding; x is clamped to ≤ 88 (larger x would overflow 2^k). Below ln(FLT_MIN) ≈ −87.34 the
-// result is 0 (the true value is a subnormal under 1.2e-38), so exp(−inf) = 0 exactly, which
-// masked attention relies on. NaN in gives NaN out.
-inline float exp_f32(float x) {
-  constexpr float kLow = -87.33654f, kHigh = 88.0f;
-  const float xc = x < kLow ? kLow : (x > kHigh ? kHigh : x);
-  // Adding 1.5·2^23 rounds to an integer (current rounding mode: nearest) and leaves that
-  // integer in the low mantissa bits.
-  constexpr float kMagic = 12582912.0f;
-  const float t = xc * 1.44269504088896341f + kMagic;
-  const float k = t - kMagic;
-  const int32_t ki = std::bit_cast<int32_t>(t) - std::bit_cast<int32_t>(kMagic);
-  float r = xc - k * 0.693359375f;
-  r = r + k * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  const float scale = std::bit_cast<float>((ki + 127) << 23);
-  const float e = p * scale;
-  return x < kLow ? 0.0f : e;
-}
-
 // The exp the kernels use: the vectorisable one for f32, libm's for f64 (f64 serves gradient
 // checks, where accuracy matters and speed does not).
-inline float vexp(float x) { return exp_f32(x); }
+inline float vexp(float x) { return vmath::exp(x); }
 inline double vexp(double x) { return std::exp(x); }
 
 // How many chunks (one per thread) to cut `rows` rows of `row_cost` elements into: 1 when the

@@ -9,7 +9,7 @@
 // Numerics. The max is subtracted before exp, so exp never overflows and every term is in
 // [0, 1]. f32 rows accumulate in f32: the sum is over n terms in [0, 1] spread over 8 or 16
 // vector lanes, so its relative error is at most about (n/8 + 4)·2^-24, plus 2^-23 from
-// exp_f32 per term (whose argument x − max is rounded to f32 exactly as PyTorch rounds it);
+// vexp (≤ 2 ulp) per term (whose argument x − max is rounded to f32 exactly as PyTorch rounds it);
 // log_softmax adds one rounding of |max + log Σ|. That is the tolerance the tests derive
 // (PyTorch also accumulates in f32 here). f64 uses libm's exp and f64 sums.
 #include <limits>
