@@ -10,7 +10,8 @@
 //
 // The CPU kernels lower the convolution to GEMMs over an im2col matrix [C/G·kH·kW, Ho·Wo] per
 // image and group (y_g = w_g · col_g; dw_g += dy_g · col_gᵀ; dcol_g = w_gᵀ · dy_g, then col2im
-// adds dcol back into dx). A 1×1 kernel with stride 1 and no padding uses x itself as col.
+// adds dcol back into dx). A 1×1 kernel with stride 1 and no padding uses x itself as col;
+// depthwise convolutions (C/G = 1) run direct loops instead.
 #pragma once
 
 #include <cstdint>

@@ -469,6 +469,7 @@ TEST_CASE("Mlp matches PyTorch's fc1 → act → fc2 and has timm's names", "[la
     y.backward(test::fixture_tensor(c["g"]));
     test::check_close(x.grad(), test::fixture_tensor(c["dx"]), tol, tol);
   }
+  manual_seed(12);
   nn::Mlp mlp(8, {.hidden_features = 32, .out_features = 4, .dropout = 0.5});
   CHECK(names_of(mlp.named_parameters()) ==
         std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"});

@@ -6,6 +6,9 @@
 //   dw_g [O/G, K] += dy[n, g] · colᵀ                   (summed over the batch)
 //   dcol [K, L]   = w_gᵀ · dy[n, g];  dx[n, g] = col2im(dcol)   (overlapping taps add up)
 // A 1×1 kernel with stride 1 and no padding has col = x, so x (and dx) are used in place.
+// Depthwise convolutions (C/G = 1: one input channel per group) skip im2col and GEMM: each
+// output plane is accumulated directly from kH·kW shifted input planes, and dx / dweight by the
+// same loops (a GEMM with one row would cost more in call overhead than in arithmetic).
 //
 // Two schedules, chosen per call:
 //  - items: the N·G (image, group) pairs are spread over OpenMP threads, each with its own col
@@ -24,6 +27,7 @@
 #include <vector>
 
 #include "ops/conv.h"
+#include "ops/cpu/loops.h"
 #include "ops/factory.h"
 
 namespace lsf::cpu {
@@ -33,8 +37,6 @@ namespace {
 constexpr double kSmallGemmPerThread = 65536.0 * 4.0;
 // Upper bound on the per-thread scratch (col buffers and dweight partials) of the items schedule.
 constexpr int64_t kMaxScratchBytes = int64_t(256) << 20;
-// Channels × plane elements below which im2col/col2im of one image stays on one thread.
-constexpr int64_t kParallelIm2colElems = 32768;
 // Multiply-adds of a whole call below which it runs on one thread: opening a parallel region
 // costs microseconds (far more on a loaded machine), as much as such a convolution itself.
 constexpr double kMinParallelWork = 131072.0;
@@ -50,6 +52,11 @@ struct Geometry {
   int64_t L() const { return Ho * Wo; }    // columns: output positions
   // x itself is the col matrix: [C, H·W] per image equals [G, K, L].
   bool direct() const { return kH == 1 && kW == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0; }
+  // Each output channel reads one input channel (depthwise, any multiplier O/G): direct loops.
+  bool depthwise() const { return Cg == 1; }
+  // Elements of one col buffer [K, L]; none when the GEMM path reads x in place or is not used.
+  // Depthwise: a row of Wo partial sums for dweight instead.
+  int64_t col_elems() const { return depthwise() ? Wo : direct() ? 0 : K() * L(); }
 };
 
 Geometry make_geometry(const Shape& xs, const Shape& ws, const Conv2dOptions& o) {
@@ -119,6 +126,69 @@ void col2im_plane(const Geometry& g, const T* col, T* dx) {
   }
 }
 
+// Depthwise planes: y [Ho, Wo] is a sum of kH·kW shifted, scaled copies of x [H, W] — as
+// im2col's loops, accumulating straight into y instead of filling a col matrix for a GEMM with a
+// single row (which costs more in call overhead than in arithmetic).
+template <typename Fn>
+void for_each_tap(const Geometry& g, Fn&& fn) {  // fn(tap, offh, offw, rows, cols)
+  for (int64_t kh = 0; kh < g.kH; ++kh) {
+    const int64_t offh = kh * g.dh - g.ph;
+    const Range rh = valid_range(offh, g.sh, g.H, g.Ho);
+    for (int64_t kw = 0; kw < g.kW; ++kw) {
+      const int64_t offw = kw * g.dw - g.pw;
+      fn(kh * g.kW + kw, offh, offw, rh, valid_range(offw, g.sw, g.W, g.Wo));
+    }
+  }
+}
+
+// y [Ho, Wo] = bias + Σ_taps w[tap]·x[shifted] (overwrites y).
+template <typename T>
+void depthwise_forward_plane(const Geometry& g, const T* x, const T* w, T bias, T* y) {
+  std::fill(y, y + g.L(), bias);
+  for_each_tap(g, [&](int64_t tap, int64_t offh, int64_t offw, Range rh, Range rw) {
+    const T wv = w[tap];
+    for (int64_t oh = rh.lo; oh < rh.hi; ++oh) {
+      const T* xr = x + (oh * g.sh + offh) * g.W;
+      T* yr = y + oh * g.Wo;
+      // y and x never overlap: safe to vectorise.
+#pragma omp simd
+      for (int64_t ow = rw.lo; ow < rw.hi; ++ow) yr[ow] += wv * xr[ow * g.sw + offw];
+    }
+  });
+}
+
+// dw [kH, kW] += Σ_positions dy·x[shifted]; dx [H, W] += Σ_taps w[tap]·dy (either may be null).
+// The dweight sums run down the rows in acc [Wo] (one partial sum per output column, plain
+// vectorisable multiply-adds), then across it: a fixed order, so results are deterministic.
+template <typename T>
+void depthwise_backward_plane(const Geometry& g, const T* x, const T* w, const T* dy, T* dw, T* dx, T* acc) {
+  for_each_tap(g, [&](int64_t tap, int64_t offh, int64_t offw, Range rh, Range rw) {
+    if (dw != nullptr) std::fill(acc + rw.lo, acc + rw.hi, T(0));
+    for (int64_t oh = rh.lo; oh < rh.hi; ++oh) {
+      const int64_t row = (oh * g.sh + offh) * g.W;
+      const T* dyr = dy + oh * g.Wo;
+      if (dw != nullptr) {
+        const T* xr = x + row;
+        // acc is scratch of its own: no overlap with dy or x.
+#pragma omp simd
+        for (int64_t ow = rw.lo; ow < rw.hi; ++ow) acc[ow] += dyr[ow] * xr[ow * g.sw + offw];
+      }
+      if (dx != nullptr) {
+        const T wv = w[tap];
+        T* dxr = dx + row;
+        // dx and dy never overlap, and distinct ow write distinct elements (stride ≥ 1).
+#pragma omp simd
+        for (int64_t ow = rw.lo; ow < rw.hi; ++ow) dxr[ow * g.sw + offw] += wv * dyr[ow];
+      }
+    }
+    if (dw != nullptr) {
+      T s = 0;
+      for (int64_t ow = rw.lo; ow < rw.hi; ++ow) s += acc[ow];
+      dw[tap] += s;
+    }
+  });
+}
+
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n),
@@ -148,7 +218,7 @@ const T* group_col(const Geometry& g, const T* x, int64_t n, int64_t gi, T* buf,
   const T* xg = x + (n * g.C + gi * g.Cg) * HW;
   if (g.direct()) return xg;
   const int64_t plane = g.kk() * g.L();
-#pragma omp parallel for schedule(static) if (parallel && g.Cg > 1 && g.Cg * plane >= kParallelIm2colElems)
+#pragma omp parallel for schedule(static) if (parallel && g.Cg > 1 && g.Cg * plane >= kParallelGrain)
   for (int64_t c = 0; c < g.Cg; ++c) im2col_plane(g, xg + c * HW, buf + c * plane);
   return buf;
 }
@@ -158,8 +228,15 @@ template <typename T>
 void forward_item(const Geometry& g, const T* x, const T* w, const T* bias, T* y, int64_t n, int64_t gi, T* buf,
                   bool parallel) {
   const int64_t K = g.K(), L = g.L();
-  const T* col = group_col(g, x, n, gi, buf, parallel);
   T* yg = y + (n * g.O + gi * g.Og) * L;
+  if (g.depthwise()) {
+    const T* xg = x + (n * g.C + gi) * g.H * g.W;
+    for (int64_t o = 0; o < g.Og; ++o)
+      depthwise_forward_plane(g, xg, w + (gi * g.Og + o) * K, bias != nullptr ? bias[gi * g.Og + o] : T(0),
+                              yg + o * L);
+    return;
+  }
+  const T* col = group_col(g, x, n, gi, buf, parallel);
   if (bias != nullptr)
     for (int64_t o = 0; o < g.Og; ++o) std::fill(yg + o * L, yg + (o + 1) * L, bias[gi * g.Og + o]);
   gemm(false, false, g.Og, L, K, T(1), w + gi * g.Og * K, K, col, L, T(bias != nullptr ? 1 : 0), yg, L);
@@ -172,7 +249,7 @@ void forward(const Tensor& y, const Tensor& x, const Tensor& weight, const Tenso
   const T* wp = weight.data_ptr<T>();
   const T* bp = bias.defined() ? bias.data_ptr<T>() : nullptr;
   T* yp = y.data_ptr<T>();
-  const int64_t buf_elems = g.direct() ? 0 : g.K() * g.L();
+  const int64_t buf_elems = g.col_elems();
   const int threads = item_threads(g, buf_elems, sizeof(T));
   const int64_t items = g.N * g.G;
   Tensor scratch = empty({std::max<int64_t>(buf_elems * threads, 1)}, x.options());
@@ -195,11 +272,12 @@ void bias_grad(const Tensor& dbias, const Tensor& dy) {
   const int64_t N = dy.size(0), O = dy.size(1), L = dy.size(2) * dy.size(3);
   const T* d = dy.data_ptr<T>();
   T* out = dbias.data_ptr<T>();
-#pragma omp parallel for schedule(static) if (N * O * L >= kParallelIm2colElems && O > 1)
+#pragma omp parallel for schedule(static) if (N * O * L >= kParallelGrain && O > 1)
   for (int64_t o = 0; o < O; ++o) {
     double s = 0;
     for (int64_t n = 0; n < N; ++n) {
       const T* r = d + (n * O + o) * L;
+#pragma omp simd reduction(+ : s)
       for (int64_t l = 0; l < L; ++l) s += double(r[l]);
     }
     out[o] = T(s);
@@ -213,6 +291,17 @@ void backward_item(const Geometry& g, const T* x, const T* w, const T* dy, T* dw
                    T* buf, bool parallel) {
   const int64_t K = g.K(), L = g.L(), HW = g.H * g.W;
   const T* dyg = dy + (n * g.O + gi * g.Og) * L;
+  if (g.depthwise()) {
+    const T* xg = x != nullptr ? x + (n * g.C + gi) * HW : nullptr;
+    T* dxg = dx != nullptr ? dx + (n * g.C + gi) * HW : nullptr;
+    if (dxg != nullptr) std::fill(dxg, dxg + HW, T(0));
+    for (int64_t o = 0; o < g.Og; ++o) {
+      const int64_t oc = gi * g.Og + o;
+      depthwise_backward_plane(g, xg, w != nullptr ? w + oc * K : nullptr, dyg + o * L,
+                               dw_acc != nullptr ? dw_acc + oc * K : nullptr, dxg, buf);
+    }
+    return;
+  }
   if (dw_acc != nullptr) {
     const T* col = group_col(g, x, n, gi, buf, parallel);
     gemm(false, true, g.Og, K, L, T(1), dyg, L, col, L, T(1), dw_acc + gi * g.Og * K, K);
@@ -226,7 +315,7 @@ void backward_item(const Geometry& g, const T* x, const T* w, const T* dy, T* dw
     }
     gemm(true, false, K, L, g.Og, T(1), wg, K, dyg, L, T(0), buf, L);
     const int64_t plane = g.kk() * L;
-#pragma omp parallel for schedule(static) if (parallel && g.Cg > 1 && g.Cg * plane >= kParallelIm2colElems)
+#pragma omp parallel for schedule(static) if (parallel && g.Cg > 1 && g.Cg * plane >= kParallelGrain)
     for (int64_t c = 0; c < g.Cg; ++c) {
       T* p = dxg + c * HW;
       std::fill(p, p + HW, T(0));
@@ -248,7 +337,7 @@ void backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, cons
   const T* dyp = dy.data_ptr<T>();
   T* dxp = dx.defined() ? dx.data_ptr<T>() : nullptr;
   const int64_t w_elems = g.O * g.K();
-  const int64_t buf_elems = g.direct() ? 0 : g.K() * g.L();
+  const int64_t buf_elems = g.col_elems();
   const int64_t per_thread = buf_elems + (dweight.defined() ? w_elems : 0);
   const int threads = item_threads(g, per_thread, sizeof(T));
   const int64_t items = g.N * g.G;
@@ -267,7 +356,7 @@ void backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, cons
     }
     if (dweight.defined()) {
       T* out = dweight.data_ptr<T>();
-#pragma omp parallel for schedule(static) if (w_elems * threads >= kParallelIm2colElems)
+#pragma omp parallel for schedule(static) if (w_elems * threads >= kParallelGrain)
       for (int64_t e = 0; e < w_elems; ++e) {
         T s = sp[e];
         for (int t = 1; t < threads; ++t) s += sp[t * per_thread + e];
