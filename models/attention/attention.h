@@ -1,0 +1,31 @@
+// The one interface every attention module implements: full softmax attention, Linformer,
+// and the long-short attention in its bidirectional (LRA), causal (char-LM) and 2-D (vision)
+// forms, so models can swap them by configuration.
+//
+//   Tensor y = attention->forward(x, {.mask = real_tokens});   // x [B, n, d] → y [B, n, d]
+//
+// Arguments a variant does not use must be left undefined/zero; passing one it cannot honour
+// (e.g. a memory to a bidirectional layer) throws an lsf::Error that names it.
+#pragma once
+
+#include "models/nn/module.h"
+
+namespace lsf::nn {
+
+struct AttentionArgs {
+  Tensor mask;    // [B, n] bool, true for real tokens (padding masks keys; padded queries' rows are zeroed)
+  Tensor memory;  // [B, C, d] causal only: the cached (detached) inputs of this layer from the previous block
+  Tensor cls;     // [B, 1, d] bidirectional only: a CLS vector injected into this layer (output gains row 0)
+  int64_t height = 0, width = 0;  // 2-D only: the patch map is height × width
+  int64_t num_global = 0;         // 2-D only: global tokens that precede the patches in x
+};
+
+class Attention : public Module {
+ public:
+  using Module::Module;
+  // x [B, n, d] (2-D: [B, num_global + height·width, d]) → [B, n, d]; with args.cls the result is
+  // [B, 1 + n, d], the updated CLS first.
+  virtual Tensor forward(const Tensor& x, const AttentionArgs& args = {}) = 0;
+};
+
+}  // namespace lsf::nn
