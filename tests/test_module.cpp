@@ -94,12 +94,6 @@ std::vector<nlohmann::json> keys_of(const NamedTensors& named) {
   return out;
 }
 
-// Every module of the tree, depth first (root included).
-void for_each_module(const nn::Module& m, const std::function<void(const nn::Module&)>& fn) {
-  fn(m);
-  for (const auto& [name, child] : m.named_children()) for_each_module(*child, fn);
-}
-
 std::map<std::string, Tensor> as_map(const NamedTensors& named) {
   return std::map<std::string, Tensor>(named.begin(), named.end());
 }
@@ -134,17 +128,20 @@ TEST_CASE("train() and eval() reach every submodule and switch Dropout", "[modul
   Tensor ids = tensor(std::vector<int64_t>{1, 2, 0, 5}, {2, 2});
   Tensor images = randn({2, 3, 4, 4});
   int modules = 0;
-  for_each_module(toy, [&](const nn::Module& m) {
+  toy.apply([&](const nn::Module& m) {
     ++modules;
     CHECK(m.is_training());
   });
   CHECK(modules == 30);  // Toy, embed, conv, dwconv, blocks; 2 × (Block, norm1, mlp + 5, norm2); seq + 4; norm; head
+  auto named = toy.named_modules();  // the same tree without the root, with dotted paths
+  CHECK(named.size() == 29);
+  CHECK(std::find_if(named.begin(), named.end(), [](const auto& p) { return p.first == "blocks.1.mlp.fc2"; }) != named.end());
   toy.eval();
-  for_each_module(toy, [](const nn::Module& m) { CHECK(!m.is_training()); });
+  toy.apply([](const nn::Module& m) { CHECK(!m.is_training()); });
   const auto a = toy.forward(ids, images).to_vector<float>();
   CHECK(toy.forward(ids, images).to_vector<float>() == a);  // no dropout: deterministic
   toy.train();
-  for_each_module(toy, [](const nn::Module& m) { CHECK(m.is_training()); });
+  toy.apply([](const nn::Module& m) { CHECK(m.is_training()); });
   // Dropout(0.1) on 64 hidden values per call: two calls share a mask with probability far
   // below 10⁻⁶, and a kept mask changes the output.
   CHECK(toy.forward(ids, images).to_vector<float>() != toy.forward(ids, images).to_vector<float>());

@@ -88,6 +88,20 @@ NamedTensors Module::state_dict() const {
   return out;
 }
 
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules() const {
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
+  for (const auto& [name, child] : children_) {
+    out.emplace_back(name, child);
+    for (auto& [sub, m] : child->named_modules()) out.emplace_back(name + "." + sub, m);
+  }
+  return out;
+}
+
+void Module::apply(const std::function<void(Module&)>& fn) {
+  for (auto& [name, child] : children_) child->apply(fn);
+  fn(*this);
+}
+
 int64_t Module::parameter_count() const {
   int64_t n = 0;
   for (const Tensor& p : parameters()) n += p.numel();

@@ -19,6 +19,7 @@
 // data behind those handles in place (Tensor::set_data), so the handles stay valid.
 #pragma once
 
+#include <functional>
 #include <iosfwd>
 #include <map>
 #include <memory>
@@ -67,6 +68,11 @@ class Module {
   // Parameters and persistent buffers, as PyTorch's state_dict orders them.
   NamedTensors state_dict() const;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
+  // Every descendant with its dotted path, depth first in registration order (not this module).
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules() const;
+  // Calls fn on every descendant, then on this module (as PyTorch's Module.apply), e.g. to
+  // re-initialise every Linear: model.apply([](Module& m) { if (auto* l = dynamic_cast<Linear*>(&m)) ... });
+  void apply(const std::function<void(Module&)>& fn);
   int64_t parameter_count() const;
 
   // ---- state ----
