@@ -1,0 +1,79 @@
+// nn::LongShortAttention2d: the 2-D long-short attention of ViL-LS (transformer-ls.md §4.1–4.3),
+// composed from primitive ops (matmul, softmax, pad, index_select, masked_fill, views).
+//
+//   LongShortAttention2d attn({.dim = 96, .heads = 3, .window = 7, .rank = 8});
+//   Tensor y = attn.forward(x, {.height = 56, .width = 56, .num_global = 1});  // x [B, 1 + 3136, 96]
+//
+// Each patch query of a w×w group attends, with ONE joint softmax, to the slots
+//   [ r projected (dynamic projection, LN_G) | T×T window keys (LN_L, RPE bias, −∞ off-image) | g global ]
+// where T = w + 2·max(⌊w/2⌋, 1); the global token (g = 1) attends to itself and to every patch
+// output (§4.2 step 10). Memory is linear in N: the largest tensors are the window logits
+// [B, h, N/w², w², T²] and the gathered key/value blocks [B, h, N/w², T², e]; no N×N tensor.
+//
+// Parameters (official PyTorch names, state_dict order): local_relative_position_bias_table
+// [2(w+p−1)(2p+w+1)+1, h] with p = ⌊w/2⌋ (only with rpe), the persistent i64 buffer
+// relative_position_index [w², T²] (as the official module registers it, so released
+// checkpoints load strictly), qkv (Linear C → 3C, bias by qkv_bias), proj (Linear C → C),
+// to_dynamic_projection (Linear C → h·r, only when r > 0), dual_ln_dp (LN_G) and dual_ln_full
+// (LN_L), both LayerNorm(C, eps 1e-5). Children attn_drop / proj_drop hold no parameters.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "models/attention/attention.h"
+#include "models/nn/dropout.h"
+#include "models/nn/layer_norm.h"
+#include "models/nn/linear.h"
+
+namespace lsf::nn {
+
+struct LongShortAttention2dOptions {
+  int64_t dim = 0;         // C = d, divisible by heads
+  int64_t heads = 1;       // h
+  int64_t window = 7;      // w ≥ 1: w×w query groups; the feature map side must be a multiple of w
+  int64_t rank = 8;        // r ≥ 0: dynamic-projection rank (0 = window and global slots only)
+  bool rpe = true;         // relative-position bias on the window logits (needs w ≥ 2, §4.3)
+  bool qkv_bias = true;    // MsViT's default qkv_bias = True
+  double attn_drop = 0.0;  // dropout on the joint attention probabilities (not on the global update)
+  double proj_drop = 0.0;  // dropout after proj
+};
+
+class LongShortAttention2d : public Attention {
+ public:
+  explicit LongShortAttention2d(const LongShortAttention2dOptions& options);
+
+  // x [B, g + H·W, C] with g = args.num_global ∈ {0, 1} global tokens first, then the H·W patch
+  // tokens row-major; H = args.height and W = args.width must be equal (square maps only, as the
+  // official code uses one side nx) and multiples of w. Returns [B, g + H·W, C].
+  // args.mask, args.memory and args.cls are not supported and rejected.
+  Tensor forward(const Tensor& x, const AttentionArgs& args = {}) override;
+  std::string extra_repr() const override;
+
+  const LongShortAttention2dOptions& options() const { return options_; }
+  int64_t side() const { return side_; }  // max(⌊w/2⌋, 1)
+  int64_t span() const { return span_; }  // T = w + 2·side
+
+  // The RPE index map of §4.3 for window w (w ≥ 2): [w², T²] i64, entry (qy·w + qx, ky'·T + kx')
+  // = dy·(w + 2p) + dx with dy = qy − ky + (w+p−1), dx = qx − kx + (w+p−1), ky = ky' − p, etc.
+  // Different offsets share rows (the official table's collisions), reproduced exactly.
+  static Tensor relative_position_index_for(int64_t window);
+  // Rows of the official table for window w: 2(w+p−1)(2p+w+1)+1, p = ⌊w/2⌋.
+  static int64_t rpe_table_rows(int64_t window);
+
+  std::shared_ptr<Linear> qkv;
+  std::shared_ptr<Linear> proj;
+  std::shared_ptr<Linear> to_dynamic_projection;  // null when rank == 0
+  std::shared_ptr<LayerNorm> dual_ln_dp;          // LN_G: projected keys and values
+  std::shared_ptr<LayerNorm> dual_ln_full;        // LN_L: keys and values of all tokens
+  std::shared_ptr<Dropout> attn_drop;
+  std::shared_ptr<Dropout> proj_drop;
+  Tensor local_relative_position_bias_table;      // [rpe_table_rows(w), h], undefined without rpe
+  Tensor relative_position_index;                 // [w², T²] i64 buffer, undefined without rpe
+
+ private:
+  LongShortAttention2dOptions options_;
+  int64_t head_dim_ = 0, side_ = 0, span_ = 0;
+};
+
+}  // namespace lsf::nn
