@@ -1,0 +1,102 @@
+// nn::FullAttention, composed from primitive ops (Linear, views, matmul, masked_fill, softmax,
+// dropout); autograd comes from those ops. See the header for the semantics and the deviations
+// from the LRA code base.
+#include "models/attention/full_attention.h"
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "ops/binary.h"
+#include "ops/dropout.h"
+#include "ops/factory.h"
+#include "ops/index.h"
+#include "ops/matmul.h"
+#include "ops/softmax.h"
+
+namespace lsf::nn {
+
+void check_self_attention_args(const char* op, const Tensor& x, int64_t dim, const AttentionArgs& args) {
+  LSF_CHECK(x.defined()) << op << ": the input x is undefined";
+  LSF_CHECK(x.dim() == 3 && x.size(2) == dim)
+      << op << ": expected x of shape [B, n, " << dim << "], got " << x.shape();
+  LSF_CHECK(is_floating(x.dtype())) << op << ": expected a floating-point x, got " << x.dtype()
+                                    << " (shape " << x.shape() << ")";
+  LSF_CHECK(!args.memory.defined())
+      << op << ": a memory (shape " << args.memory.shape()
+      << ") was passed, but only the causal long-short attention uses one; leave AttentionArgs::memory undefined";
+  LSF_CHECK(!args.cls.defined())
+      << op << ": a CLS vector (shape " << args.cls.shape()
+      << ") was passed, but only the bidirectional long-short attention injects one; leave AttentionArgs::cls "
+         "undefined (or prepend the CLS to x as an ordinary token)";
+  LSF_CHECK(args.height == 0 && args.width == 0 && args.num_global == 0)
+      << op << ": height/width/num_global (" << args.height << ", " << args.width << ", " << args.num_global
+      << ") are for the 2-D long-short attention only; leave them 0";
+  if (args.mask.defined()) {
+    const Shape want{x.size(0), x.size(1)};
+    LSF_CHECK(args.mask.shape() == want && args.mask.dtype() == kBool)
+        << op << ": the mask must be a bool tensor of shape [B, n] = " << want << " (true for real tokens), got "
+        << args.mask.dtype() << " of shape " << args.mask.shape();
+    check_same_device(op, {&x, &args.mask});
+  }
+}
+
+FullAttention::FullAttention(const FullAttentionOptions& options) : Attention("FullAttention"), options_(options) {
+  LSF_CHECK(options.dim > 0 && options.heads > 0)
+      << "FullAttention: dim and heads must be positive, got dim=" << options.dim << ", heads=" << options.heads;
+  LSF_CHECK(options.dim % options.heads == 0)
+      << "FullAttention: dim=" << options.dim << " is not divisible by heads=" << options.heads
+      << "; choose heads dividing dim (head width e = dim / heads)";
+  LSF_CHECK(options.dropout >= 0.0 && options.dropout <= 1.0)
+      << "FullAttention: dropout must lie in [0, 1], got " << options.dropout;
+  const int64_t d = options.dim;
+  W_q = register_module("W_q", std::make_shared<Linear>(d, d, options.qkv_bias));
+  W_k = register_module("W_k", std::make_shared<Linear>(d, d, options.qkv_bias));
+  W_v = register_module("W_v", std::make_shared<Linear>(d, d, options.qkv_bias));
+  W_o = register_module("W_o", std::make_shared<Linear>(d, d, options.out_bias));
+}
+
+std::string FullAttention::extra_repr() const {
+  std::ostringstream s;
+  s << "dim=" << options_.dim << ", heads=" << options_.heads << ", dropout=" << options_.dropout
+    << ", causal=" << (options_.causal ? "true" : "false");
+  return s.str();
+}
+
+Tensor FullAttention::forward(const Tensor& x, const AttentionArgs& args) {
+  check_self_attention_args("FullAttention", x, options_.dim, args);
+  const int64_t B = x.size(0), n = x.size(1), h = options_.heads, e = head_dim();
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+
+  // [B, n, d] → [B, h, n, e] (head-major feature columns).
+  auto split_heads = [&](const Tensor& t) { return t.view({B, n, h, e}).transpose(1, 2); };
+  Tensor q = split_heads(mul(W_q->forward(x), 1.0 / std::sqrt(double(e))));  // [B, h, n, e]
+  Tensor k = split_heads(W_k->forward(x));                                     // [B, h, n, e]
+  Tensor v = split_heads(W_v->forward(x));                                     // [B, h, n, e]
+
+  Tensor logits = matmul(q, k.transpose(2, 3));  // [B, h, n, n]
+  Tensor query_pad;                              // [B, 1, n, 1] bool, true for padded queries
+  if (args.mask.defined()) {
+    Tensor real = args.mask;
+    query_pad = eq(real, 0.0).view({B, 1, n, 1});
+    // Mask padded keys, but only in the rows of real queries: a padded query's row is zeroed
+    // after the softmax anyway, and leaving it finite keeps NaN (an all −∞ row under causal
+    // masking) out of the forward and the backward. For bools, a < b ⇔ (!a ∧ b): key j
+    // padded and query t real.
+    Tensor masked = lt(real.view({B, 1, 1, n}), real.view({B, 1, n, 1}));  // [B, 1, n, n]
+    logits = masked_fill(logits, masked, neg_inf);
+  }
+  if (options_.causal) {
+    Tensor pos = arange(n, TensorOptions(kI64).device(x.device()));
+    Tensor future = gt(pos.view({1, n}), pos.view({n, 1}));  // [n, n]: key j > query t
+    logits = masked_fill(logits, future, neg_inf);
+  }
+  Tensor probs = softmax(logits, -1);  // [B, h, n, n]; every real query keeps itself as a key
+  if (query_pad.defined()) probs = masked_fill(probs, query_pad, 0.0);
+  probs = dropout(probs, options_.dropout, is_training(), options_.generator);
+
+  Tensor context = matmul(probs, v);  // [B, h, n, e]
+  return W_o->forward(context.transpose(1, 2).reshape({B, n, h * e}));
+}
+
+}  // namespace lsf::nn

@@ -1,0 +1,102 @@
+// nn::LinformerAttention, composed from primitive ops (Linear, views, matmul with a broadcast
+// projection, softmax, masked_fill, dropout). See the header for the semantics, the layout of E
+// and F, and the deviations from the LRA code base.
+#include "models/attention/linformer.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "models/attention/full_attention.h"
+#include "models/nn/init.h"
+#include "ops/binary.h"
+#include "ops/dropout.h"
+#include "ops/factory.h"
+#include "ops/index.h"
+#include "ops/matmul.h"
+#include "ops/softmax.h"
+
+namespace lsf::nn {
+
+LinformerAttention::LinformerAttention(const LinformerOptions& options)
+    : Attention("LinformerAttention"), options_(options) {
+  const char* op = "LinformerAttention";
+  LSF_CHECK(options.dim > 0 && options.heads > 0)
+      << op << ": dim and heads must be positive, got dim=" << options.dim << ", heads=" << options.heads;
+  LSF_CHECK(options.dim % options.heads == 0)
+      << op << ": dim=" << options.dim << " is not divisible by heads=" << options.heads
+      << "; choose heads dividing dim (head width e = dim / heads)";
+  LSF_CHECK(options.max_seq_len > 0 && options.k > 0)
+      << op << ": max_seq_len and k must be positive, got max_seq_len=" << options.max_seq_len
+      << ", k=" << options.k;
+  LSF_CHECK(options.dropout >= 0.0 && options.dropout <= 1.0)
+      << op << ": dropout must lie in [0, 1], got " << options.dropout;
+  const int64_t d = options.dim;
+  W_q = register_module("W_q", std::make_shared<Linear>(d, d, options.qkv_bias));
+  W_k = register_module("W_k", std::make_shared<Linear>(d, d, options.qkv_bias));
+  W_v = register_module("W_v", std::make_shared<Linear>(d, d, options.qkv_bias));
+  W_o = register_module("W_o", std::make_shared<Linear>(d, d, options.out_bias));
+
+  const Shape proj_shape = options.per_head ? Shape{options.heads, options.k, options.max_seq_len}
+                                            : Shape{options.k, options.max_seq_len};
+  if (const LinformerAttention* owner = options.share_projection_with) {
+    const LinformerOptions& o = owner->options();
+    LSF_CHECK(o.heads == options.heads && o.k == options.k && o.max_seq_len == options.max_seq_len &&
+              o.share_kv == options.share_kv && o.per_head == options.per_head)
+        << op << ": cannot share the projection of a layer with heads=" << o.heads << ", k=" << o.k
+        << ", max_seq_len=" << o.max_seq_len << ", share_kv=" << o.share_kv << ", per_head=" << o.per_head
+        << " with a layer configured heads=" << options.heads << ", k=" << options.k
+        << ", max_seq_len=" << options.max_seq_len << ", share_kv=" << options.share_kv
+        << ", per_head=" << options.per_head << "; the configurations must match";
+    // The handles alias the owner's tensors (to(device) and load_state_dict update them in place).
+    E = owner->E;
+    F = owner->F;
+  } else {
+    E = register_parameter("E", init::normal_(empty(proj_shape), 0.0, 0.02));
+    if (!options.share_kv) F = register_parameter("F", init::normal_(empty(proj_shape), 0.0, 0.02));
+  }
+}
+
+std::string LinformerAttention::extra_repr() const {
+  std::ostringstream s;
+  s << "dim=" << options_.dim << ", heads=" << options_.heads << ", max_seq_len=" << options_.max_seq_len
+    << ", k=" << options_.k << ", share_kv=" << (options_.share_kv ? "true" : "false")
+    << ", per_head=" << (options_.per_head ? "true" : "false") << ", dropout=" << options_.dropout;
+  if (shares_projection()) s << ", shared projection";
+  return s.str();
+}
+
+Tensor LinformerAttention::forward(const Tensor& x, const AttentionArgs& args) {
+  const char* op = "LinformerAttention";
+  check_self_attention_args(op, x, options_.dim, args);
+  LSF_CHECK(x.size(1) == options_.max_seq_len)
+      << op << ": x of shape " << x.shape() << " has " << x.size(1) << " tokens, but this layer was built for "
+      << "max_seq_len=" << options_.max_seq_len << " (its projection E is " << E.shape()
+      << "); pad the input to " << options_.max_seq_len << " tokens (with a mask) or build the layer for "
+      << x.size(1);
+  const int64_t B = x.size(0), n = x.size(1), h = options_.heads, e = head_dim();
+
+  auto split_heads = [&](const Tensor& t) { return t.view({B, n, h, e}).transpose(1, 2); };
+  Tensor q = split_heads(mul(W_q->forward(x), 1.0 / std::sqrt(double(e))));  // [B, h, n, e]
+  Tensor k = split_heads(W_k->forward(x));                                     // [B, h, n, e]
+  Tensor v = split_heads(W_v->forward(x));                                     // [B, h, n, e]
+  Tensor query_pad;  // [B, 1, n, 1] bool, true for padded queries
+  if (args.mask.defined()) {
+    // Padded tokens contribute nothing to the projected keys and values.
+    Tensor keep = args.mask.to(x.dtype()).view({B, 1, n, 1});
+    k = mul(k, keep);
+    v = mul(v, keep);
+    query_pad = eq(args.mask, 0.0).view({B, 1, n, 1});
+  }
+  // E [h, k, n] or [k, n] broadcasts over the batch (and the heads): [B, h, k, e].
+  Tensor k_proj = matmul(E, k);
+  Tensor v_proj = matmul(options_.share_kv ? E : F, v);
+
+  Tensor probs = softmax(matmul(q, k_proj.transpose(2, 3)), -1);  // [B, h, n, k]
+  if (query_pad.defined()) probs = masked_fill(probs, query_pad, 0.0);
+  probs = dropout(probs, options_.dropout, is_training(), options_.generator);
+
+  Tensor context = matmul(probs, v_proj);  // [B, h, n, e]
+  return W_o->forward(context.transpose(1, 2).reshape({B, n, h * e}));
+}
+
+}  // namespace lsf::nn
