@@ -301,6 +301,24 @@ TEST_CASE("Padding: padded tokens' values change nothing; their outputs are W_o'
   }
 }
 
+// A sequence with no real token at all (every row is a padded query): no NaN anywhere, the
+// outputs are W_o's bias and no gradient reaches x (every probability row is zeroed).
+TEST_CASE("Padding: an entirely padded sequence gives W_o's bias and no NaN", "[attention_baselines]") {
+  std::vector<std::shared_ptr<nn::Attention>> modules{
+      std::make_shared<nn::FullAttention>(nn::FullAttentionOptions{.dim = 4, .heads = 2, .causal = true}),
+      std::make_shared<nn::FullAttention>(nn::FullAttentionOptions{.dim = 4, .heads = 2}),
+      std::make_shared<nn::LinformerAttention>(nn::LinformerOptions{.dim = 4, .heads = 2, .max_seq_len = 3, .k = 2})};
+  for (auto& m : modules) {
+    INFO(m->type_name());
+    Tensor x = randn({1, 3, 4}).requires_grad_(true);
+    Tensor y = m->forward(x, {.mask = zeros({1, 3}).to(kBool)});
+    const std::vector<double> bias = values(m->named_parameters().back().second), yv = values(y);
+    for (size_t t = 0; t < 3; ++t) CHECK(std::vector<double>(yv.begin() + t * 4, yv.begin() + (t + 1) * 4) == bias);
+    y.backward(ones({1, 3, 4}));
+    CHECK(values(x.grad()) == std::vector<double>(12, 0.0));
+  }
+}
+
 // Full attention over the 5 real tokens alone equals the padded run's real rows (more padding
 // appended changes nothing): f64, chain as in the oracle tests, atol = rtol = 512·2^-53.
 TEST_CASE("FullAttention: real rows do not depend on how much padding follows", "[attention_baselines]") {
