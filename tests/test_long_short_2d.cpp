@@ -1,8 +1,10 @@
 // Tests of nn::LongShortAttention2d (transformer-ls.md §4.2–4.3, test vectors §9.3): against the
-// independent dense oracle of long_short_2d_oracle.h in f64 and f32, the RPE index map and its
+// independent dense oracle of long_short_2d_oracle.h in f64 and f32, against a PyTorch
+// implementation (fixtures/gen_long_short_2d.py; forward and gradients), the RPE index map and its
 // collision counts, border masking, w = 1, full coverage vs dense attention, the global-token
 // update, row-stochasticity and DualLN scale invariance, f64 gradchecks, and bad configurations.
 #include <algorithm>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -359,6 +361,43 @@ TEST_CASE("2-D long-short attention runs at the ViL-LS stage-1 size", "[long_sho
   REQUIRE(y.shape() == x.shape());
   std::vector<float> v = y.to_vector<float>();
   CHECK(std::all_of(v.begin(), v.end(), [](float a) { return std::isfinite(a); }));
+}
+
+// ---- PyTorch reference (tests/fixtures/gen_long_short_2d.py) ---------------------------------
+
+TEST_CASE("2-D long-short attention matches a PyTorch implementation, forward and backward", "[long_short_2d]") {
+  // The script's module follows the official code's style (pad + unfold blocks, meshgrid RPE
+  // index); its relative_position_index must equal ours exactly, and with its weights loaded
+  // our output and every gradient must match PyTorch's f64 autograd.
+  const auto fixture = test::load_fixture("long_short_2d");
+  for (const char* name : {"t7", "odd"}) {
+    INFO(name);
+    const auto& c = fixture.at(name);
+    const auto& cf = c.at("config");
+    const int64_t nx = cf.at("nx"), g = cf.at("global");
+    LongShortAttention2dOptions o{.dim = cf.at("dim"), .heads = cf.at("heads"), .window = cf.at("window"),
+                                  .rank = cf.at("rank")};
+    LongShortAttention2d m(o);
+    m.to(kF64);
+    test::check_equal<int64_t>(m.relative_position_index, m.relative_position_index.shape(),
+                               test::fixture_tensor(c.at("state").at("relative_position_index")).to_vector<int64_t>());
+    std::map<std::string, Tensor> state;
+    for (const auto& [key, t] : c.at("state").items()) state[key] = test::fixture_tensor(t);
+    m.load_state_dict(state);
+    Tensor x = test::fixture_tensor(c.at("x")).requires_grad_(true);
+    Tensor y = m.forward(x, map_args(nx, g));
+    // Forward as check_against_oracle (64·L·u); the backward runs the same chain in reverse
+    // plus the transposed products, twice the stages: 128·L·u. f64: u = 2⁻⁵³.
+    const int64_t T = m.span(), L = std::max({nx * nx, o.rank + T * T + g, o.dim});
+    const double tol = 64 * double(L) * 0x1p-53, gtol = 2 * tol;
+    test::check_close(y, test::fixture_tensor(c.at("y")), tol, tol);
+    y.backward(test::fixture_tensor(c.at("gy")));
+    test::check_close(x.grad(), test::fixture_tensor(c.at("dx")), gtol, gtol);
+    for (auto& [pname, p] : m.named_parameters()) {
+      INFO(pname);
+      test::check_close(p.grad(), test::fixture_tensor(c.at("grads").at(pname)), gtol, gtol);
+    }
+  }
 }
 
 // ---- gradients --------------------------------------------------------------------------------
