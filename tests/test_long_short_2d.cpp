@@ -90,6 +90,15 @@ Tensor perturbed(const Tensor& x, int64_t g, int64_t nx, int64_t py, int64_t px)
   return tensor(v, x.shape()).to(x.dtype());
 }
 
+// Runs the enclosing scope on one CPU thread, restoring the previous count on exit.
+struct OneThread {
+  int before = get_num_threads();
+  OneThread() { set_num_threads(1); }
+  ~OneThread() { set_num_threads(before); }
+  OneThread(const OneThread&) = delete;
+  OneThread& operator=(const OneThread&) = delete;
+};
+
 bool rows_equal(const Tensor& a, const Tensor& b, int64_t row) {
   return a.select(1, row).to_vector<double>() == b.select(1, row).to_vector<double>();
 }
@@ -413,8 +422,7 @@ TEST_CASE("2-D long-short attention passes f64 gradcheck for input and every par
       {{.dim = 4, .heads = 1, .window = 1, .rank = 0, .rpe = false}, 3, 1},  // w = 1, no projection
   };
   // Tiny shapes: one thread, since OpenMP start-up would dominate hundreds of small forwards.
-  const int threads_before = get_num_threads();
-  set_num_threads(1);
+  OneThread one_thread;
   for (const Case& c : cases) {
     INFO("w = " << c.o.window << ", r = " << c.o.rank << ", g = " << c.g);
     LongShortAttention2d m(c.o);
@@ -428,7 +436,21 @@ TEST_CASE("2-D long-short attention passes f64 gradcheck for input and every par
     INFO(r.message);
     CHECK(r.ok);
   }
-  set_num_threads(threads_before);
+}
+
+TEST_CASE("2-D long-short attention passes a projected f64 gradcheck at a larger shape", "[long_short_2d]") {
+  // nx 8, w 4 (T 8, 2×2 groups), C 8, h 2, r 2, g 1, batch 2: the Jacobian has far more than
+  // 2^15 entries, so gradcheck compares random projections uᵀJv (ops/gradcheck.h).
+  LongShortAttention2d m({.dim = 8, .heads = 2, .window = 4, .rank = 2});
+  randomise(m, 95);
+  m.to(kF64);
+  Tensor x = test::grad_input({2, 65, 8}, 96);
+  TensorList inputs = {x};
+  for (auto& [name, t] : m.named_parameters()) inputs.push_back(t);
+  OneThread one_thread;  // small shapes, as above
+  auto r = testing::gradcheck([&](const TensorList& in) { return m.forward(in[0], map_args(8, 1)); }, inputs);
+  INFO(r.message);
+  CHECK(r.ok);
 }
 
 // ---- bad configurations -----------------------------------------------------------------------
