@@ -1,0 +1,166 @@
+// nn::CausalLongShortAttention (transformer-ls.md §3.3): projections, the two compression
+// paths, DualLN, the sinusoid position tables, then the fused (or composed) attention core of
+// ops/causal_long_short.h and the output projection. Shapes follow the header's legend.
+#include "models/attention/causal_long_short.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "engine/autograd.h"
+#include "models/nn/init.h"
+#include "ops/binary.h"
+#include "ops/causal_long_short.h"
+#include "ops/factory.h"
+#include "ops/matmul.h"
+#include "ops/shape.h"
+#include "ops/softmax.h"
+
+namespace lsf::nn {
+
+namespace {
+constexpr const char* kName = "CausalLongShortAttention";
+}
+
+Tensor ar_sinusoid_table(const std::vector<double>& positions, int64_t d, const TensorOptions& options) {
+  LSF_CHECK(d >= 2 && d % 2 == 0) << "ar_sinusoid_table: the width d = " << d << " must be even";
+  const int64_t half = d / 2;
+  std::vector<double> values(positions.size() * size_t(d));
+  for (size_t i = 0; i < positions.size(); ++i)
+    for (int64_t k = 0; k < half; ++k) {
+      const double angle = positions[i] * std::pow(10000.0, -2.0 * double(k) / double(d));
+      values[i * size_t(d) + size_t(k)] = std::sin(angle);
+      values[i * size_t(d) + size_t(half + k)] = std::cos(angle);
+    }
+  return tensor(values, {int64_t(positions.size()), d}).to(options);
+}
+
+CausalLongShortAttention::CausalLongShortAttention(const CausalLongShortAttentionOptions& o)
+    : Attention(kName), options_(o) {
+  LSF_CHECK(o.dim > 0 && o.heads > 0 && o.dim % o.heads == 0)
+      << kName << ": dim " << o.dim << " must be a positive multiple of heads " << o.heads;
+  LSF_CHECK(o.dim % 2 == 0) << kName << ": dim " << o.dim << " must be even (sinusoid halves, §3.5)";
+  LSF_CHECK(o.chunk_length >= 1 && o.rank >= 1 && o.window >= 1)
+      << kName << ": chunk_length " << o.chunk_length << ", rank " << o.rank << " and window " << o.window
+      << " must all be ≥ 1";
+  LSF_CHECK(o.memory_length % o.chunk_length == 0 && o.memory_length >= o.window)
+      << kName << ": memory_length " << o.memory_length << " must be a multiple of chunk_length "
+      << o.chunk_length << " and ≥ window " << o.window << " (the window reaches w tokens into memory)";
+  LSF_CHECK(o.dropout >= 0.0 && o.dropout < 1.0) << kName << ": dropout " << o.dropout << " must be in [0, 1)";
+  const int64_t d = o.dim, h = o.heads, e = d / h;
+  r_w_bias = register_parameter("r_w_bias", empty({1, h, 1, 1, e}));
+  r_r_bias = register_parameter("r_r_bias", empty({1, h, 1, e}));
+  dconv_1 = register_module("dconv_1", std::make_shared<Linear>(d, h * o.rank, /*bias=*/true));
+  r_net = register_module("r_net", std::make_shared<Linear>(d, d, /*bias=*/false));
+  r_net_chunk = register_module("r_net_chunk", std::make_shared<Linear>(d, d, /*bias=*/true));
+  proj_query = register_module("proj_query", std::make_shared<Linear>(d, d, o.bias));
+  proj_out = register_module("proj_out", std::make_shared<Linear>(d, d, o.bias));
+  proj_val = register_module("proj_val", std::make_shared<Linear>(d, d, o.bias));
+  proj_key = register_module("proj_key", std::make_shared<Linear>(d, d, o.bias));
+  dual_ln_dproj = register_module("dual_ln_dproj", std::make_shared<LayerNorm>(d));
+  dual_ln_win = register_module("dual_ln_win", std::make_shared<LayerNorm>(d));
+  dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout, o.generator));
+  {
+    NoGradGuard no_grad;
+    init::normal_(r_w_bias, 0.0, 0.02, o.generator);
+    init::normal_(r_r_bias, 0.0, 0.02, o.generator);
+    for (Linear* lin : {proj_query.get(), proj_key.get(), proj_val.get(), proj_out.get()}) {
+      init::xavier_normal_(lin->weight, 1.0, o.generator);
+      if (lin->bias.defined()) init::zeros_(lin->bias);
+    }
+    for (Linear* lin : {dconv_1.get(), r_net.get(), r_net_chunk.get()}) lin->reset_parameters(o.generator);
+  }
+}
+
+std::string CausalLongShortAttention::extra_repr() const {
+  std::ostringstream s;
+  s << "dim=" << options_.dim << ", heads=" << options_.heads << ", chunk_length=" << options_.chunk_length
+    << ", rank=" << options_.rank << ", window=" << options_.window << ", memory_length=" << options_.memory_length
+    << ", fused=" << (options_.fused ? "true" : "false");
+  return s.str();
+}
+
+Tensor CausalLongShortAttention::split_heads(const Tensor& t) const {
+  const int64_t h = options_.heads;
+  return t.view({t.size(0), t.size(1), h, options_.dim / h}).permute({0, 2, 1, 3});
+}
+
+Tensor CausalLongShortAttention::chunk_scores(const Tensor& hv) {
+  const int64_t B = hv.size(0), L = hv.size(1), l = options_.chunk_length;
+  // dconv_1 features are head-major (head·r + rank); softmax over the l tokens of each chunk.
+  Tensor logits = dconv_1->forward(hv).view({B, L / l, l, options_.heads, options_.rank});
+  return softmax(logits.permute({0, 3, 1, 4, 2}).contiguous(), -1);
+}
+
+Tensor CausalLongShortAttention::compress(const Tensor& vecs, const Tensor& scores) {
+  const int64_t B = vecs.size(0), L = vecs.size(1), l = options_.chunk_length, h = options_.heads;
+  const int64_t e = options_.dim / h;
+  // Head slices [B, h, N, l, e]; P [B, h, N, r, l] · slices → [B, h, N, r, e]; slot = chunk·r + rank.
+  Tensor slices = vecs.contiguous().view({B, L / l, l, h, e}).permute({0, 3, 1, 2, 4});
+  Tensor z = matmul(scores, slices);
+  return z.permute({0, 2, 3, 1, 4}).reshape({B, (L / l) * options_.rank, options_.dim});
+}
+
+CausalLongShortAttention::Compressed CausalLongShortAttention::compress_memory(const Tensor& xm) {
+  Tensor z = compress(xm, chunk_scores(xm));
+  return {split_heads(dual_ln_dproj->forward(proj_key->forward(z))),
+          split_heads(dual_ln_dproj->forward(proj_val->forward(z)))};
+}
+
+CausalLongShortAttention::Compressed CausalLongShortAttention::compress_block(const Tensor& x) {
+  Tensor scores = chunk_scores(x);
+  return {split_heads(dual_ln_dproj->forward(compress(proj_key->forward(x), scores))),
+          split_heads(dual_ln_dproj->forward(compress(proj_val->forward(x), scores)))};
+}
+
+Tensor CausalLongShortAttention::forward(const Tensor& x, const AttentionArgs& args) {
+  const auto& o = options_;
+  const int64_t d = o.dim, h = o.heads, e = d / h, l = o.chunk_length, w = o.window;
+  LSF_CHECK(x.defined() && x.dim() == 3 && x.size(2) == d)
+      << kName << ": x must be [B, M, d] with d = " << d << ", got shape " << (x.defined() ? x.shape() : Shape{});
+  LSF_CHECK(!args.mask.defined())
+      << kName << ": the causal model has no padding mask (§3.6); leave AttentionArgs::mask undefined";
+  LSF_CHECK(!args.cls.defined()) << kName << ": AttentionArgs::cls is bidirectional-only; leave it undefined";
+  LSF_CHECK(args.height == 0 && args.width == 0 && args.num_global == 0)
+      << kName << ": height/width/num_global are 2-D-only; leave them 0";
+  const int64_t B = x.size(0), M = x.size(1);
+  Tensor xm = args.memory.defined() ? args.memory : zeros({B, o.memory_length, d}, x.options());
+  check_same_device(kName, {&x, &xm});
+  check_same_dtype(kName, {&x, &xm});
+  LSF_CHECK(xm.dim() == 3 && xm.size(0) == B && xm.size(2) == d)
+      << kName << ": memory must be [B, C, d] = [" << B << ", C, " << d << "], got shape " << xm.shape();
+  const int64_t C = xm.size(1);
+  LSF_CHECK(M >= 1 && M % l == 0) << kName << ": block length M = " << M << " (x shape " << x.shape()
+                                  << ") must be a positive multiple of chunk_length " << l << "; pad the block";
+  LSF_CHECK(C % l == 0) << kName << ": memory length C = " << C << " (memory shape " << xm.shape()
+                        << ") must be a multiple of chunk_length " << l;
+  LSF_CHECK(C >= w) << kName << ": memory length C = " << C << " (memory shape " << xm.shape()
+                    << ") must be ≥ window " << w << ": the band of the first query reaches w−1 tokens back";
+  LSF_CHECK(M <= w || M % w == 0) << kName << ": block length M = " << M << " > window " << w
+                                  << " must be a multiple of the window (official tiling); choose M % w == 0";
+
+  // Steps 1, 7: q̂ = split_heads(X W_q)·e^{-1/2}.
+  Tensor q = mul(split_heads(proj_query->forward(x)), 1.0 / std::sqrt(double(e)));
+  // Steps 2, 5, 6: compressed keys/values, memory chunks first.
+  Compressed mem = compress_memory(xm);
+  Compressed blk = compress_block(x);
+  Tensor kc = cat({mem.k, blk.k}, 2), vc = cat({mem.v, blk.v}, 2);
+  // Step 4: window keys/values over [last w memory rows ; block], LN_L.
+  Tensor tail = xm.narrow(1, C - w, w);
+  Tensor kw = split_heads(dual_ln_win->forward(cat({proj_key->forward(tail), proj_key->forward(x)}, 1)));
+  Tensor vw = split_heads(dual_ln_win->forward(cat({proj_val->forward(tail), proj_val->forward(x)}, 1)));
+  // Position tables: window row j ↔ distance w−1−j through W_R; chunk row p ↔ value p through W_Rc.
+  const int64_t Nc = (C / l + M / l) * o.rank;
+  std::vector<double> distances(static_cast<size_t>(w)), values(static_cast<size_t>(Nc));
+  for (int64_t j = 0; j < w; ++j) distances[size_t(j)] = double(w - 1 - j);
+  for (int64_t p = 0; p < Nc; ++p) values[size_t(p)] = double(p);
+  Tensor rw = r_net->forward(ar_sinusoid_table(distances, d, x.options())).view({w, h, e}).permute({1, 0, 2});
+  Tensor rc = r_net_chunk->forward(ar_sinusoid_table(values, d, x.options())).view({Nc, h, e}).permute({1, 0, 2});
+
+  CausalLongShortInputs in{q, kw, vw, r_w_bias.view({h, e}), r_r_bias.view({h, e}), rw, kc, vc, rc};
+  CausalLongShortGeometry g{l, o.rank, C / l};
+  Tensor ctx = o.fused ? causal_long_short_attention(in, g) : causal_long_short_attention_composed(in, g);
+  Tensor merged = ctx.permute({0, 2, 1, 3}).reshape({B, M, d});
+  return dropout->forward(proj_out->forward(merged));
+}
+
+}  // namespace lsf::nn

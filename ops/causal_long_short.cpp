@@ -1,0 +1,149 @@
+// Causal long-short attention core (transformer-ls.md §3.3 steps 8–11): argument checks, the
+// fused op with its backward node, and the composed reference built from primitive ops.
+//
+// The fused backward saves only the (contiguous) inputs, the output and one log-sum-exp per
+// query; the kernel recomputes every probability it needs from them (see
+// ops/cpu/causal_long_short.cpp).
+#include "ops/causal_long_short.h"
+
+#include <limits>
+#include <vector>
+
+#include "engine/autograd.h"
+#include "ops/binary.h"
+#include "ops/factory.h"
+#include "ops/index.h"
+#include "ops/matmul.h"
+#include "ops/reduce.h"
+#include "ops/shape.h"
+#include "ops/softmax.h"
+
+namespace lsf {
+
+LSF_DEFINE_KERNEL(causal_long_short_forward_kernel,
+                  void(const Tensor& out, const Tensor& lse, const CausalLongShortInputs& in,
+                       const CausalLongShortGeometry& g));
+LSF_DEFINE_KERNEL(causal_long_short_backward_kernel,
+                  void(const CausalLongShortInputs& grads, const Tensor& dout, const Tensor& out,
+                       const Tensor& lse, const CausalLongShortInputs& in, const CausalLongShortGeometry& g));
+
+namespace {
+
+using autograd::NeedsGrad;
+using autograd::SavedTensor;
+
+struct Sizes {
+  int64_t B, h, M, e, w, Nc;
+};
+
+// Validates every shape against q's and the geometry; names the op and the offending shapes.
+Sizes check_inputs(const char* op, const CausalLongShortInputs& in, const CausalLongShortGeometry& g) {
+  check_defined(op, {&in.q, &in.kw, &in.vw, &in.u, &in.v, &in.rw, &in.kc, &in.vc, &in.rc});
+  check_same_device(op, {&in.q, &in.kw, &in.vw, &in.u, &in.v, &in.rw, &in.kc, &in.vc, &in.rc});
+  check_same_dtype(op, {&in.q, &in.kw, &in.vw, &in.u, &in.v, &in.rw, &in.kc, &in.vc, &in.rc});
+  LSF_CHECK(is_floating(in.q.dtype())) << op << ": expected f32 or f64 tensors, got " << in.q.dtype();
+  LSF_CHECK(g.chunk_length >= 1 && g.rank >= 1 && g.memory_chunks >= 0)
+      << op << ": chunk length " << g.chunk_length << " and rank " << g.rank
+      << " must be ≥ 1 and memory chunks " << g.memory_chunks << " ≥ 0";
+  LSF_CHECK(in.q.dim() == 4) << op << ": q must be [B, h, M, e], got shape " << in.q.shape();
+  Sizes s{in.q.size(0), in.q.size(1), in.q.size(2), in.q.size(3), 0, 0};
+  LSF_CHECK(in.rw.dim() == 3 && in.rw.size(0) == s.h && in.rw.size(2) == s.e && in.rw.size(1) >= 1)
+      << op << ": rw must be [h, w, e] = [" << s.h << ", w ≥ 1, " << s.e << "], got shape " << in.rw.shape();
+  s.w = in.rw.size(1);
+  LSF_CHECK(s.M % g.chunk_length == 0)
+      << op << ": the block length M = " << s.M << " (q shape " << in.q.shape()
+      << ") must be a multiple of the chunk length " << g.chunk_length;
+  s.Nc = (g.memory_chunks + s.M / g.chunk_length) * g.rank;
+  const Shape window{s.B, s.h, s.w + s.M, s.e}, comp{s.B, s.h, s.Nc, s.e}, bias{s.h, s.e}, table{s.h, s.Nc, s.e};
+  LSF_CHECK(in.kw.shape() == window && in.vw.shape() == window)
+      << op << ": kw and vw must be [B, h, w+M, e] = " << window << ", got " << in.kw.shape() << " and " << in.vw.shape();
+  LSF_CHECK(in.u.shape() == bias && in.v.shape() == bias)
+      << op << ": u and v must be [h, e] = " << bias << ", got " << in.u.shape() << " and " << in.v.shape();
+  LSF_CHECK(in.kc.shape() == comp && in.vc.shape() == comp)
+      << op << ": kc and vc must be [B, h, Nc, e] = " << comp << " (Nc = (memory chunks " << g.memory_chunks
+      << " + M/l " << s.M / g.chunk_length << ")·r " << g.rank << "), got " << in.kc.shape() << " and " << in.vc.shape();
+  LSF_CHECK(in.rc.shape() == table) << op << ": rc must be [h, Nc, e] = " << table << ", got " << in.rc.shape();
+  return s;
+}
+
+CausalLongShortInputs contiguous_inputs(const CausalLongShortInputs& in) {
+  return {in.q.contiguous(),  in.kw.contiguous(), in.vw.contiguous(), in.u.contiguous(), in.v.contiguous(),
+          in.rw.contiguous(), in.kc.contiguous(), in.vc.contiguous(), in.rc.contiguous()};
+}
+
+TensorList as_list(const CausalLongShortInputs& in) {
+  return {in.q, in.kw, in.vw, in.u, in.v, in.rw, in.kc, in.vc, in.rc};
+}
+
+}  // namespace
+
+Tensor causal_long_short_attention(const CausalLongShortInputs& inputs, const CausalLongShortGeometry& g) {
+  const char* op = "causal_long_short_attention";
+  const Sizes s = check_inputs(op, inputs, g);
+  const CausalLongShortInputs in = contiguous_inputs(inputs);
+  Tensor out = empty({s.B, s.h, s.M, s.e}, in.q.options());
+  Tensor lse = empty({s.B, s.h, s.M}, in.q.options());
+  if (out.numel() > 0) causal_long_short_forward_kernel(in.q.device(), out, lse, in, g);
+  const TensorList list = as_list(in);
+  if (autograd::any_requires_grad(list)) {
+    std::vector<SavedTensor> saved(list.begin(), list.end());
+    SavedTensor saved_out(out.detach()), saved_lse(lse);
+    autograd::record(op, list, {out}, [saved, saved_out, saved_lse, g](const TensorList& grads, const NeedsGrad& needs) -> TensorList {
+      CausalLongShortInputs x{saved[0].get(), saved[1].get(), saved[2].get(), saved[3].get(), saved[4].get(),
+                              saved[5].get(), saved[6].get(), saved[7].get(), saved[8].get()};
+      TensorList xs = as_list(x);
+      TensorList d(xs.size());
+      for (size_t i = 0; i < xs.size(); ++i)
+        if (needs[i]) d[i] = empty(xs[i].shape(), xs[i].options());
+      CausalLongShortInputs dg{d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8]};
+      const Tensor dout = grads[0].contiguous();
+      if (dout.numel() > 0) {
+        causal_long_short_backward_kernel(dout.device(), dg, dout, saved_out.get(), saved_lse.get(), x, g);
+      } else {
+        for (Tensor& t : d)
+          if (t.defined()) t.zero_();
+      }
+      return d;
+    });
+  }
+  return out;
+}
+
+Tensor causal_long_short_attention_composed(const CausalLongShortInputs& in, const CausalLongShortGeometry& g) {
+  const Sizes s = check_inputs("causal_long_short_attention_composed", in, g);
+  const auto [B, h, M, e, w, Nc] = s;
+  // Band rows: query t reads window rows t+1 … t+w (absolute positions t−w+1 … t).
+  std::vector<int64_t> band(static_cast<size_t>(M * w));
+  for (int64_t t = 0; t < M; ++t)
+    for (int64_t j = 0; j < w; ++j) band[size_t(t * w + j)] = t + 1 + j;
+  // Chunk positions: slot σ of query t has table row nvis(t) − 1 − σ; hidden slots are masked
+  // (their gathered row 0 is a placeholder that masked_fill overwrites).
+  std::vector<int64_t> position(size_t(M * Nc), 0);
+  std::vector<bool> hidden(size_t(M * Nc), false);
+  for (int64_t t = 0; t < M; ++t) {
+    const int64_t nvis = (g.memory_chunks + t / g.chunk_length) * g.rank;
+    for (int64_t sigma = 0; sigma < Nc; ++sigma) {
+      if (sigma < nvis) position[size_t(t * Nc + sigma)] = nvis - 1 - sigma;
+      else hidden[size_t(t * Nc + sigma)] = true;
+    }
+  }
+  const Device device = in.q.device();
+  Tensor band_index = tensor(band, {M * w}).to(device);
+  Tensor position_index = tensor(position, {1, 1, M, Nc}).to(device).expand({B, h, M, Nc});
+  Tensor hidden_mask = tensor(hidden, {M, Nc}).to(device);
+
+  Tensor k_band = index_select(in.kw, 2, band_index).view({B, h, M, w, e});
+  Tensor v_band = index_select(in.vw, 2, band_index).view({B, h, M, w, e});
+  Tensor qu = add(in.q, in.u.view({1, h, 1, e}));
+  Tensor qv = add(in.q, in.v.view({1, h, 1, e}));
+  Tensor window = add(sum(mul(qu.unsqueeze(3), k_band), {-1}),                 // [B, h, M, w]
+                      matmul(qv, in.rw.transpose(1, 2).unsqueeze(0)));
+  Tensor content = matmul(in.q, in.kc.transpose(2, 3));                         // [B, h, M, Nc]
+  Tensor positions = gather(matmul(in.q, in.rc.transpose(1, 2).unsqueeze(0)), 3, position_index);
+  Tensor compressed = masked_fill(add(content, positions), hidden_mask, -std::numeric_limits<double>::infinity());
+  Tensor p = softmax(cat({compressed, window}, 3), 3);
+  Tensor out = matmul(p.narrow(3, 0, Nc), in.vc);
+  return add(out, sum(mul(p.narrow(3, Nc, w).unsqueeze(4), v_band), {3}));
+}
+
+}  // namespace lsf

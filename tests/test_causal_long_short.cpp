@@ -1,0 +1,370 @@
+// Causal (char-LM) long-short attention, transformer-ls.md §3 and §9.2: the fused op
+// (ops/causal_long_short.h) against its composed version and the independent dense oracle
+// (tests/causal_long_short_oracle.h) in f32/f64, forward and gradients; T6's slot sets, position
+// values and window band; causality by perturbation (own chunk included); reach through
+// compressed slots; the zero-memory case; the M ≤ w branch; the two compression paths (§3.7);
+// float64 gradchecks of the op and the module; bad configurations.
+#include <cmath>
+
+#include "causal_long_short_oracle.h"
+#include "helpers.h"
+#include "models/attention/causal_long_short.h"
+#include "ops/causal_long_short.h"
+
+using namespace lsf;
+using lsf::test::causal_ls::module_oracle;
+using lsf::test::causal_ls::op_oracle;
+
+namespace {
+
+// Tolerances. Every compared value is a chain of reductions of unit-scale random data; the
+// longest chain of reduction lengths is L (per test below). Each summation of n terms has
+// relative error ≤ n·u (u = 2^-24 for f32, 2^-53 for f64); softmax turns an absolute logit
+// error δ into a relative probability error δ, and logits here are ≤ 16 in magnitude, so
+// |got − want| ≤ 16·L·u·(1 + |want|) bounds every path: atol = rtol = 16·L·u.
+double tol(DType dt, int64_t L) { return 16.0 * double(L) * (dt == kF32 ? 0x1p-24 : 0x1p-53); }
+
+struct OpSizes {
+  int64_t B, h, M, e, w, l, r, Nm;
+  int64_t Nc() const { return (Nm + M / l) * r; }
+  CausalLongShortGeometry geometry() const { return {l, r, Nm}; }
+};
+
+CausalLongShortInputs random_inputs(const OpSizes& s, DType dt, uint64_t seed, bool grad = false) {
+  Generator g(seed);
+  auto rnd = [&](const Shape& shape) {
+    Tensor t = randn(shape, TensorOptions(kF64), &g).to(dt);
+    if (grad) t.requires_grad_(true);
+    return t;
+  };
+  return {rnd({s.B, s.h, s.M, s.e}), rnd({s.B, s.h, s.w + s.M, s.e}), rnd({s.B, s.h, s.w + s.M, s.e}),
+          rnd({s.h, s.e}),           rnd({s.h, s.e}),                 rnd({s.h, s.w, s.e}),
+          rnd({s.B, s.h, s.Nc(), s.e}), rnd({s.B, s.h, s.Nc(), s.e}), rnd({s.h, s.Nc(), s.e})};
+}
+
+TensorList as_list(const CausalLongShortInputs& in) { return {in.q, in.kw, in.vw, in.u, in.v, in.rw, in.kc, in.vc, in.rc}; }
+CausalLongShortInputs from_list(const TensorList& x) { return {x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8]}; }
+
+// The geometries exercised: T6 (§9.2), several heads with r = 1, the M ≤ w branch, and one
+// with several query/key tiles per (batch, head) and a long memory.
+const std::vector<OpSizes> kGeometries = {
+    {1, 2, 16, 4, 4, 4, 2, 4},   // T6: M = C = 16, l = 4, r = 2, w = 4, Nc = 16
+    {2, 3, 8, 2, 4, 2, 1, 3},    // r = 1, C = 6 ≥ w
+    {2, 2, 4, 4, 8, 2, 2, 4},    // M = 4 ≤ w = 8, C = 8
+    {1, 2, 96, 8, 32, 8, 2, 5},  // 3 query tiles, window rows over 4 key tiles
+};
+
+nn::CausalLongShortAttentionOptions small_module(int64_t heads = 2) {
+  nn::CausalLongShortAttentionOptions o;
+  o.dim = 8;
+  o.heads = heads;
+  o.chunk_length = 4;
+  o.rank = 2;
+  o.window = 4;
+  o.memory_length = 16;
+  return o;
+}
+
+Tensor randn_f64(const Shape& shape, uint64_t seed) {
+  Generator g(seed);
+  return randn(shape, TensorOptions(kF64), &g);
+}
+
+}  // namespace
+
+TEST_CASE("causal LS op: fused and composed match the dense oracle in f32 and f64", "[causal_long_short]") {
+  for (const OpSizes& s : kGeometries) {
+    for (DType dt : {kF64, kF32}) {
+      INFO("M " << s.M << " w " << s.w << " l " << s.l << " r " << s.r << " Nm " << s.Nm << " dtype " << dt);
+      CausalLongShortInputs in = random_inputs(s, dt, 7 + uint64_t(s.M));
+      const auto want = op_oracle(in, s.geometry());
+      // Longest chain: two e-long dots per logit, then a softmax and a value sum over Nc + w slots.
+      const double t = tol(dt, s.Nc() + s.w + 2 * s.e);
+      test::check_close(causal_long_short_attention(in, s.geometry()), want, t, t);
+      test::check_close(causal_long_short_attention_composed(in, s.geometry()), want, t, t);
+    }
+  }
+}
+
+TEST_CASE("causal LS op: fused gradients equal the composed op's", "[causal_long_short]") {
+  for (const OpSizes& s : kGeometries) {
+    INFO("M " << s.M << " w " << s.w << " l " << s.l << " r " << s.r << " Nm " << s.Nm);
+    CausalLongShortInputs a = random_inputs(s, kF64, 11, true), b = random_inputs(s, kF64, 11, true);
+    Tensor dout = randn_f64({s.B, s.h, s.M, s.e}, 12);
+    causal_long_short_attention(a, s.geometry()).backward(dout);
+    causal_long_short_attention_composed(b, s.geometry()).backward(dout);
+    // Gradient sums run over up to M queries of Nc + w slots, each a product of O(1) factors.
+    const double t = tol(kF64, s.M * (s.Nc() + s.w) + 2 * s.e);
+    const TensorList la = as_list(a), lb = as_list(b);
+    for (size_t i = 0; i < la.size(); ++i) {
+      INFO("input " << i);
+      test::check_close(la[i].grad(), lb[i].grad(), t, t);
+    }
+  }
+}
+
+TEST_CASE("causal LS op: f64 gradcheck, full Jacobian on small shapes and projections on a larger one",
+          "[causal_long_short]") {
+  const std::vector<OpSizes> shapes = {
+      {1, 2, 4, 2, 2, 2, 1, 2},   // several chunks, r = 1
+      {1, 1, 4, 2, 2, 2, 2, 1},   // r = 2: position rows D·r − 1 − m
+      {1, 1, 2, 2, 4, 2, 2, 2},   // M ≤ w
+      {2, 2, 16, 4, 8, 4, 2, 2},  // larger: random projections uᵀJv
+  };
+  for (const OpSizes& s : shapes) {
+    INFO("B " << s.B << " h " << s.h << " M " << s.M << " w " << s.w << " r " << s.r);
+    CausalLongShortInputs in = random_inputs(s, kF64, 21, true);
+    const auto g = s.geometry();
+    auto result = testing::gradcheck(
+        [g](const TensorList& x) { return causal_long_short_attention(from_list(x), g); }, as_list(in));
+    INFO(result.message);
+    CHECK(result.ok);
+  }
+}
+
+TEST_CASE("causal LS op: T6 slot sets, chunk position values and window band (§9.2)", "[causal_long_short]") {
+  // T6 geometry with h = e = 1 so each logit is one chosen number: M = 16, C = 16, l = 4, r = 2,
+  // w = 4 → Nm = 4, Nc = 16.
+  const OpSizes s{1, 1, 16, 1, 4, 4, 2, 4};
+  const auto g = s.geometry();
+  auto zeros_in = [&] {
+    return CausalLongShortInputs{zeros({1, 1, 16, 1}, kF64), zeros({1, 1, 20, 1}, kF64), zeros({1, 1, 20, 1}, kF64),
+                                 zeros({1, 1}, kF64),        zeros({1, 1}, kF64),        zeros({1, 4, 1}, kF64),
+                                 zeros({1, 1, 16, 1}, kF64), zeros({1, 1, 16, 1}, kF64), zeros({1, 16, 1}, kF64)};
+  };
+  auto nvis_expected = [](int64_t t) { return t < 4 ? 8 : t < 8 ? 10 : t < 12 ? 12 : 14; };
+  const double E = std::exp(30.0);
+  // f64 softmax of ≤ 18 terms and one weighted sum: tol(f64, 40) ≈ 7e-14 relative.
+  const double t_abs = tol(kF64, 40);
+
+  SECTION("visible compressed slots: all logits 0, vc = 1, vw = 0 → out_t = nvis/(nvis + w)") {
+    CausalLongShortInputs in = zeros_in();
+    in.vc.fill_(1.0);
+    for (auto* fn : {&causal_long_short_attention, &causal_long_short_attention_composed}) {
+      std::vector<double> out = (*fn)(in, g).to_vector<double>();
+      for (int64_t t = 0; t < 16; ++t) {
+        INFO("t " << t);
+        CHECK(std::fabs(out[size_t(t)] - double(nvis_expected(t)) / double(nvis_expected(t) + 4)) <= t_abs);
+      }
+    }
+  }
+  SECTION("chunk position value of slot (k, m) is (4 + ⌊t/4⌋ − k)·2 − 1 − m") {
+    // Only rc row p* is large (q = 1): the slot reading row p* takes almost all the mass, and
+    // vc[σ] = σ + 1 identifies it.
+    CHECK((4 + 15 / 4 - 0) * 2 - 1 - 0 == 13);  // t = 15: the oldest slot has value 13
+    for (int64_t pstar = 0; pstar < 16; ++pstar) {
+      CausalLongShortInputs in = zeros_in();
+      in.q.fill_(1.0);
+      std::vector<double> vc(16), rc(16, 0.0);
+      for (int64_t i = 0; i < 16; ++i) vc[size_t(i)] = double(i + 1);
+      rc[size_t(pstar)] = 30.0;
+      in.vc = tensor(vc, {1, 1, 16, 1});
+      in.rc = tensor(rc, {1, 16, 1});
+      std::vector<double> out = causal_long_short_attention(in, g).to_vector<double>();
+      for (int64_t t = 0; t < 16; ++t) {
+        const int64_t nvis = nvis_expected(t);
+        if (pstar >= nvis) continue;  // no visible slot of t reads this row
+        int64_t sigma = -1;
+        for (int64_t k = 0; k < 4 + t / 4; ++k)
+          for (int64_t m = 0; m < 2; ++m)
+            if ((4 + t / 4 - k) * 2 - 1 - m == pstar) sigma = k * 2 + m;
+        REQUIRE(sigma >= 0);
+        const double total = double(nvis * (nvis + 1) / 2);  // Σ vc over the visible slots
+        const double want = (E * double(sigma + 1) + total - double(sigma + 1)) / (E + double(nvis + 4 - 1));
+        INFO("t " << t << " p* " << pstar << " σ " << sigma);
+        CHECK(std::fabs(out[size_t(t)] - want) <= t_abs * want);
+      }
+    }
+  }
+  SECTION("window of t: memory-relative positions 16+t−3 … 16+t, distances 3 … 0") {
+    for (int64_t jstar = 0; jstar < 4; ++jstar) {
+      CausalLongShortInputs in = zeros_in();
+      in.q.fill_(1.0);
+      std::vector<double> vw(20), rw(4, 0.0);
+      for (int64_t row = 0; row < 20; ++row) vw[size_t(row)] = double(16 - 4 + row);  // position of window row
+      rw[size_t(jstar)] = 30.0;
+      in.vw = tensor(vw, {1, 1, 20, 1});
+      in.rw = tensor(rw, {1, 4, 1});
+      std::vector<double> out = causal_long_short_attention(in, g).to_vector<double>();
+      for (int64_t t = 0; t < 16; ++t) {
+        const int64_t nvis = nvis_expected(t), distance = 3 - jstar, pos = 16 + t - distance;
+        const double band_sum = double(4 * (16 + t) - 6);  // Σ of 16+t−3 … 16+t
+        const double want = (E * double(pos) + band_sum - double(pos)) / (E + double(nvis + 4 - 1));
+        INFO("t " << t << " j " << jstar);
+        CHECK(std::fabs(out[size_t(t)] - want) <= t_abs * want);
+      }
+    }
+    CHECK(16 + 0 - 3 == 13);  // t = 0 reaches memory positions 13, 14, 15
+  }
+}
+
+TEST_CASE("causal LS module: fused and composed match the dense module oracle", "[causal_long_short]") {
+  struct Case {
+    int64_t heads, l, r, w, M, C;
+    bool bias;
+  };
+  // T6 (§9.2), the M ≤ w branch (M = 4, w = 8, C = 8), h = 1, and projection biases.
+  for (const Case& c : {Case{2, 4, 2, 4, 16, 16, false}, Case{2, 2, 1, 8, 4, 8, false}, Case{1, 4, 1, 4, 8, 8, false},
+                        Case{2, 2, 2, 4, 8, 4, true}}) {
+    nn::CausalLongShortAttentionOptions o = small_module(c.heads);
+    o.chunk_length = c.l;
+    o.rank = c.r;
+    o.window = c.w;
+    o.memory_length = c.C;
+    o.bias = c.bias;
+    Generator gen(3);
+    o.generator = &gen;
+    nn::CausalLongShortAttention attn(o);
+    if (c.bias) {  // the default bias init is zero; make it count
+      NoGradGuard ng;
+      for (auto* lin : {attn.proj_query.get(), attn.proj_key.get(), attn.proj_val.get(), attn.proj_out.get()})
+        lin->bias.copy_(randn_f64({8}, 5).to(kF32));
+    }
+    for (DType dt : {kF64, kF32}) {
+      attn.to(dt);
+      Tensor x = randn_f64({2, c.M, 8}, 1).to(dt), xm = randn_f64({2, c.C, 8}, 2).to(dt);
+      const auto want = module_oracle(attn, x, xm);
+      const int64_t Nc = (c.C + c.M) / c.l * c.r;
+      // Chain: LN-sized reductions over d (projections ×3, LN_G, LN_L, out), the chunk softmax
+      // and compression over l, the attention over Nc + w slots and e-wide dots.
+      const double t = tol(dt, 6 * 8 + 2 * c.l + Nc + c.w + 2 * 8);
+      INFO("heads " << c.heads << " l " << c.l << " r " << c.r << " w " << c.w << " M " << c.M << " dtype " << dt);
+      for (bool fused : {true, false}) {
+        attn.set_fused(fused);
+        test::check_close(attn.forward(x, {.memory = xm}), want, t, t);
+      }
+    }
+  }
+}
+
+TEST_CASE("causal LS module: strict causality by perturbation, reach through compressed slots", "[causal_long_short]") {
+  // M = 16, C = 16, l = 4, r = 2, w = 4, f32 (bit-exact comparisons).
+  nn::CausalLongShortAttention attn(small_module());
+  Tensor x = randn_f64({1, 16, 8}, 1).to(kF32), xm = randn_f64({1, 16, 8}, 2).to(kF32);
+  for (bool fused : {true, false}) {
+    attn.set_fused(fused);
+    NoGradGuard ng;
+    const std::vector<float> base = attn.forward(x, {.memory = xm}).to_vector<float>();
+    // t' = 1, 2, 3 share chunk 0 with the queries before them; 5, 6 chunk 1; 15 the last.
+    for (int64_t tp : {1, 2, 3, 5, 6, 9, 15}) {
+      Tensor x2 = x.clone();
+      x2.narrow(1, tp, 1).copy_(randn_f64({1, 1, 8}, 100 + uint64_t(tp)).to(kF32));
+      const std::vector<float> out = attn.forward(x2, {.memory = xm}).to_vector<float>();
+      INFO("fused " << fused << " perturbed t' = " << tp);
+      for (int64_t i = 0; i < tp * 8; ++i) REQUIRE(out[size_t(i)] == base[size_t(i)]);  // bit-identical
+      bool changed = false;
+      for (int64_t i = tp * 8; i < (tp + 1) * 8; ++i) changed |= out[size_t(i)] != base[size_t(i)];
+      CHECK(changed);
+    }
+    // Token 2 (chunk 0) is outside t = 12's window {9..12} but chunk 0 is visible: t = 12 changes.
+    {
+      Tensor x2 = x.clone();
+      x2.narrow(1, 2, 1).copy_(randn_f64({1, 1, 8}, 200).to(kF32));
+      const std::vector<float> out = attn.forward(x2, {.memory = xm}).to_vector<float>();
+      bool changed = false;
+      for (int64_t i = 12 * 8; i < 13 * 8; ++i) changed |= out[size_t(i)] != base[size_t(i)];
+      CHECK(changed);
+    }
+    // Memory token 1 (memory chunk 0) is outside t = 0's window {13, 14, 15, 16}: t = 0 changes.
+    {
+      Tensor xm2 = xm.clone();
+      xm2.narrow(1, 1, 1).copy_(randn_f64({1, 1, 8}, 201).to(kF32));
+      const std::vector<float> out = attn.forward(x, {.memory = xm2}).to_vector<float>();
+      bool changed = false;
+      for (int64_t i = 0; i < 8; ++i) changed |= out[size_t(i)] != base[size_t(i)];
+      CHECK(changed);
+    }
+  }
+}
+
+TEST_CASE("causal LS module: no memory means an attended all-zero memory", "[causal_long_short]") {
+  nn::CausalLongShortAttention attn(small_module());
+  Tensor x = randn_f64({2, 16, 8}, 4).to(kF32);
+  NoGradGuard ng;
+  Tensor implicit = attn.forward(x);
+  Tensor explicit_zero = attn.forward(x, {.memory = zeros({2, 16, 8})});
+  CHECK(implicit.to_vector<float>() == explicit_zero.to_vector<float>());
+  // The zero memory is attended, not masked: a non-zero memory gives different outputs.
+  Tensor other = attn.forward(x, {.memory = randn_f64({2, 16, 8}, 5).to(kF32)});
+  CHECK(other.to_vector<float>() != implicit.to_vector<float>());
+}
+
+TEST_CASE("causal LS module: the two compression paths coincide for h = 1 and differ for h = 2 (§3.7)",
+          "[causal_long_short]") {
+  Tensor x = randn_f64({2, 8, 8}, 6);
+  for (int64_t heads : {1, 2}) {
+    nn::CausalLongShortAttention attn(small_module(heads));
+    attn.to(kF64);
+    NoGradGuard ng;
+    auto mem = attn.compress_memory(x);
+    auto blk = attn.compress_block(x);
+    REQUIRE(mem.k.shape() == Shape{2, heads, 4, 8 / heads});
+    // f64: a projection (d), a compression (l) and LN_G (d): L = 2·8 + 4.
+    const double t = tol(kF64, 20);
+    double max_diff = 0;
+    const auto a = mem.k.contiguous().to_vector<double>(), b = blk.k.contiguous().to_vector<double>();
+    const auto av = mem.v.contiguous().to_vector<double>(), bv = blk.v.contiguous().to_vector<double>();
+    for (size_t i = 0; i < a.size(); ++i) max_diff = std::max({max_diff, std::fabs(a[i] - b[i]), std::fabs(av[i] - bv[i])});
+    INFO("heads " << heads << " max |memory path − block path| " << max_diff);
+    if (heads == 1) CHECK(max_diff <= t * 10);  // LN_G outputs are O(√d·γ) ≤ 10
+    else CHECK(max_diff > 1e-3);
+  }
+}
+
+TEST_CASE("causal LS module: f64 gradcheck through inputs, memory and position parameters", "[causal_long_short]") {
+  nn::CausalLongShortAttentionOptions o = small_module();
+  o.memory_length = 8;
+  o.window = 4;
+  nn::CausalLongShortAttention attn(o);
+  attn.to(kF64);
+  Tensor x = test::grad_input({1, 8, 8}, 31), xm = test::grad_input({1, 8, 8}, 32);
+  auto result = testing::gradcheck(
+      [&](const TensorList& in) { return attn.forward(in[0], {.memory = in[1]}); },
+      {x, xm, attn.r_w_bias, attn.r_r_bias, attn.r_net_chunk->bias, attn.dconv_1->bias});
+  INFO(result.message);
+  CHECK(result.ok);
+}
+
+TEST_CASE("causal LS: bad configurations are rejected with what to change", "[causal_long_short]") {
+  using Catch::Contains;
+  auto make = [](auto edit) {
+    nn::CausalLongShortAttentionOptions o = small_module();
+    edit(o);
+    return nn::CausalLongShortAttention(o);
+  };
+  CHECK_THROWS_WITH(make([](auto& o) { o.heads = 3; }), Contains("CausalLongShortAttention") && Contains("multiple of heads"));
+  CHECK_THROWS_WITH(make([](auto& o) { o.memory_length = 2; }), Contains("memory_length 2") && Contains("≥ window 4"));
+  CHECK_THROWS_WITH(make([](auto& o) { o.memory_length = 6; }), Contains("multiple of chunk_length 4"));
+
+  nn::CausalLongShortAttention attn(small_module());
+  NoGradGuard ng;
+  CHECK_THROWS_WITH(attn.forward(zeros({1, 6, 8})), Contains("M = 6") && Contains("multiple of chunk_length 4"));
+  CHECK_THROWS_WITH(make([](auto& o) { o.window = 8; }).forward(zeros({1, 12, 8})),
+                    Contains("M = 12") && Contains("multiple of the window"));
+  CHECK_THROWS_WITH(attn.forward(zeros({1, 8, 8}), {.memory = zeros({1, 2, 8})}),
+                    Contains("C = 2") && Contains("{1, 2, 8}") && Contains("multiple of chunk_length"));
+  CHECK_THROWS_WITH(attn.forward(zeros({1, 8, 8}), {.memory = zeros({1, 6, 8})}), Contains("C = 6"));
+  CHECK_THROWS_WITH(nn::CausalLongShortAttention({.dim = 8, .heads = 2, .chunk_length = 2, .rank = 1, .window = 4,
+                                                  .memory_length = 4})
+                        .forward(zeros({1, 8, 8}), {.memory = zeros({1, 2, 8})}),
+                    Contains("C = 2") && Contains("≥ window 4"));
+  CHECK_THROWS_WITH(attn.forward(zeros({1, 8, 6})), Contains("{1, 8, 6}") && Contains("d = 8"));
+  CHECK_THROWS_WITH(attn.forward(zeros({1, 8, 8}), {.memory = zeros({2, 8, 8})}), Contains("{2, 8, 8}"));
+  CHECK_THROWS_WITH(attn.forward(zeros({1, 8, 8}), {.mask = ones({1, 8}, kBool)}), Contains("padding mask"));
+  CHECK_THROWS_WITH(attn.forward(zeros({1, 8, 8}), {.memory = zeros({1, 8, 8}, kF64)}), Contains("CausalLongShortAttention"));
+
+  // The op: shapes named.
+  const OpSizes s{1, 2, 8, 2, 4, 4, 1, 2};
+  CausalLongShortInputs in = random_inputs(s, kF32, 1);
+  CausalLongShortInputs bad = in;
+  bad.kw = zeros({1, 2, 8, 2});
+  CHECK_THROWS_WITH(causal_long_short_attention(bad, s.geometry()),
+                    Contains("causal_long_short_attention") && Contains("{1, 2, 12, 2}") && Contains("{1, 2, 8, 2}"));
+  bad = in;
+  bad.rc = zeros({2, 5, 2});
+  CHECK_THROWS_WITH(causal_long_short_attention_composed(bad, s.geometry()), Contains("rc") && Contains("{2, 5, 2}"));
+  CHECK_THROWS_WITH(causal_long_short_attention(in, {3, 1, 2}), Contains("M = 8") && Contains("chunk length 3"));
+  bad = in;
+  bad.u = zeros({2, 2}, kF64);
+  CHECK_THROWS_WITH(causal_long_short_attention(bad, s.geometry()), Contains("causal_long_short_attention"));
+}
