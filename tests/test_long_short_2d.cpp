@@ -202,6 +202,22 @@ TEST_CASE("2-D long-short attention matches the dense oracle (T7 and variants)",
   check_against_oracle({.dim = 4, .heads = 1, .window = 4, .rank = 1}, 1, 4, 1, 16);
 }
 
+TEST_CASE("2-D long-short attention serves several map sizes with one module", "[long_short_2d]") {
+  // The cached index tensors must follow the map side: 4×4, then 6×6, then 4×4 again.
+  LongShortAttention2dOptions o{.dim = 8, .heads = 2, .window = 2, .rank = 2};
+  LongShortAttention2d m(o);
+  randomise(m, 17);
+  m.to(kF64);
+  Generator gen(18);
+  for (auto [nx, g] : std::vector<std::pair<int64_t, int64_t>>{{4, 1}, {6, 0}, {4, 1}}) {
+    INFO("nx = " << nx);
+    Tensor x = randn({1, g + nx * nx, 8}, TensorOptions(kF64), &gen);
+    std::vector<double> expected = test::ls2d::oracle_forward(config_of(o, 1, nx, g), params_of(m), values(x));
+    const double tol = 64 * double(std::max<int64_t>(nx * nx, 2 + 16 + g)) * 0x1p-53;  // as check_against_oracle
+    test::check_close(m.forward(x, map_args(nx, g)), expected, tol, tol);
+  }
+}
+
 TEST_CASE("2-D long-short attention with w = 1 uses 3x3 neighbourhoods and refuses RPE", "[long_short_2d]") {
   // §1.6 / §4.3: w = 1 gives side 1, T = 3; the official RPE table cannot serve it.
   LongShortAttention2d m({.dim = 8, .heads = 2, .window = 1, .rank = 2, .rpe = false});

@@ -188,7 +188,15 @@ Tensor LongShortAttention2d::forward(const Tensor& x, const AttentionArgs& args)
 
   const int64_t B = x.size(0), h = o.heads, e = head_dim_, C = o.dim, r = o.rank, side = side_, T = span_;
   const int64_t groups = (nx / w) * (nx / w), P = nx + 2 * side;
-  const WindowIndex idx = build_window_index(nx, w, side, x.device());
+  if (cached_side_len_ != nx || query_order_.device() != x.device()) {
+    WindowIndex built = build_window_index(nx, w, side, x.device());
+    query_order_ = built.query_order;
+    patch_to_slot_ = built.patch_to_slot;
+    key_blocks_ = built.key_blocks;
+    off_image_ = built.off_image;
+    cached_side_len_ = nx;
+  }
+  const WindowIndex idx{query_order_, patch_to_slot_, key_blocks_, off_image_};
 
   // 1–2. q, k, v; q scaled by e^-1/2; LN_L over the full width for k and v of all tokens.
   TensorList qkv_parts = split(qkv->forward(x), C, 2);  // 3 × [B, g+N, C]

@@ -74,6 +74,10 @@ class LongShortAttention2d : public Attention {
  private:
   LongShortAttention2dOptions options_;
   int64_t head_dim_ = 0, side_ = 0, span_ = 0;
+  // Index tensors of the last map side / device seen (rebuilt when either changes): query order
+  // [N], its inverse [N], each group's key block in the padded map [G·T²], off-image mask [G, 1, T²].
+  int64_t cached_side_len_ = 0;
+  Tensor query_order_, patch_to_slot_, key_blocks_, off_image_;
 };
 
 }  // namespace lsf::nn
