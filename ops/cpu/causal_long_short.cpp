@@ -14,7 +14,8 @@
 //   pass 3, per (head, table-row tile): drw[j] and drc[p], summed over the batch and queries;
 //   then du, dv are reduced over the pass-1 partials in task order.
 // Each pass recomputes p = exp(logit − lse) and ds = p·(dout·value − delta) for its pairs, so the
-// backward costs about four forward logit evaluations and O(B·h·M) extra memory.
+// backward costs about four forward logit evaluations and O(B·h·M·e) extra memory (the
+// biased queries, in double).
 //
 // Numerics: dot products, softmax sums and gradient sums accumulate in double for f32 and f64.
 #include <algorithm>
@@ -130,10 +131,15 @@ void backward_typed(const CausalLongShortInputs& d, const Tensor& dout_t, const 
   const T* lse = lse_t.data_ptr<T>();
   const int64_t BH = B * H;
 
-  // pass 0: delta_t = dout_t · out_t.
-  std::vector<double> delta(static_cast<size_t>(BH * M));
+  // pass 0: delta_t = dout_t · out_t, and the biased queries q̂_t + u, q̂_t + v of every query
+  // (each pair in the passes below would otherwise rebuild them).
+  std::vector<double> delta(static_cast<size_t>(BH * M)), biased(static_cast<size_t>(BH * M * 2 * e));
 #pragma omp parallel for schedule(static) if (BH * M * e >= 32768)
-  for (int64_t i = 0; i < BH * M; ++i) delta[size_t(i)] = dot(dout + i * e, out + i * e, e);
+  for (int64_t i = 0; i < BH * M; ++i) {
+    delta[size_t(i)] = dot(dout + i * e, out + i * e, e);
+    x.biased(i / M, (i / M) % H, i % M, &biased[size_t(i * 2 * e)], &biased[size_t(i * 2 * e + e)]);
+  }
+  auto qu_of = [&](int64_t bh, int64_t t) { return &biased[size_t((bh * M + t) * 2 * e)]; };
 
   // p and ds of one (query, slot) pair from its logit.
   auto prob = [&](int64_t bh, int64_t t, double logit) { return std::exp(logit - double(lse[bh * M + t])); };
@@ -150,7 +156,7 @@ void backward_typed(const CausalLongShortInputs& d, const Tensor& dout_t, const 
     T* dq = d.q.defined() ? d.q.data_ptr<T>() : nullptr;
 #pragma omp parallel
     {
-      std::vector<double> qu(static_cast<size_t>(e)), qv(static_cast<size_t>(e)), acc(static_cast<size_t>(e));
+      std::vector<double> acc(static_cast<size_t>(e));
 #pragma omp for schedule(dynamic, 1)
       for (int64_t task = 0; task < qtasks; ++task) {
         const int64_t bh = task / qtiles, head = bh % H, t0 = (task % qtiles) * kQueryTile;
@@ -159,7 +165,8 @@ void backward_typed(const CausalLongShortInputs& d, const Tensor& dout_t, const 
         double* dv_part = need_bias ? du_part + e : nullptr;
         for (int64_t t = t0; t < t1; ++t) {
           const int64_t nvis = x.nvis(t);
-          x.biased(bh, head, t, qu.data(), qv.data());
+          const double* qu = qu_of(bh, t);
+          const double* qv = qu + e;
           std::fill(acc.begin(), acc.end(), 0.0);
           for (int64_t s = 0; s < nvis; ++s) {
             const double p = prob(bh, t, x.compressed_logit(bh, head, t, s));
@@ -169,7 +176,7 @@ void backward_typed(const CausalLongShortInputs& d, const Tensor& dout_t, const 
             for (int64_t i = 0; i < e; ++i) acc[size_t(i)] += ds * (double(k[i]) + double(pos[i]));
           }
           for (int64_t j = 0; j < w; ++j) {
-            const double p = prob(bh, t, x.window_logit(bh, head, qu.data(), qv.data(), t, j));
+            const double p = prob(bh, t, x.window_logit(bh, head, qu, qv, t, j));
             const double ds = grad_logit(bh, t, p, x.vw + x.win_at(bh) + (t + 1 + j) * e);
             const T* k = x.kw + x.win_at(bh) + (t + 1 + j) * e;
             const T* pos = x.rw + (head * w + j) * e;
@@ -212,7 +219,7 @@ void backward_typed(const CausalLongShortInputs& d, const Tensor& dout_t, const 
     const int64_t per_bh = wtiles + ctiles;
 #pragma omp parallel
     {
-      std::vector<double> qu(static_cast<size_t>(e)), qv(static_cast<size_t>(e)), dk(static_cast<size_t>(e)), dv(static_cast<size_t>(e));
+      std::vector<double> dk(static_cast<size_t>(e)), dv(static_cast<size_t>(e));
 #pragma omp for schedule(dynamic, 1)
       for (int64_t task = 0; task < BH * per_bh; ++task) {
         const int64_t bh = task / per_bh, head = bh % H, tile = task % per_bh;
@@ -225,12 +232,12 @@ void backward_typed(const CausalLongShortInputs& d, const Tensor& dout_t, const 
           if (window) {
             const T* value = x.vw + x.win_at(bh) + s * e;
             for (int64_t t = std::max<int64_t>(0, s - w); t <= std::min(M - 1, s - 1); ++t) {
-              x.biased(bh, head, t, qu.data(), qv.data());
-              const double p = prob(bh, t, x.window_logit(bh, head, qu.data(), qv.data(), t, s - 1 - t));
+              const double* qu = qu_of(bh, t);
+              const double p = prob(bh, t, x.window_logit(bh, head, qu, qu + e, t, s - 1 - t));
               const double ds = grad_logit(bh, t, p, value);
               const T* go = dout + x.q_at(bh) + t * e;
               for (int64_t i = 0; i < e; ++i) {
-                dk[size_t(i)] += ds * qu[size_t(i)];
+                dk[size_t(i)] += ds * qu[i];
                 dv[size_t(i)] += p * double(go[i]);
               }
             }
@@ -268,7 +275,7 @@ void backward_typed(const CausalLongShortInputs& d, const Tensor& dout_t, const 
     const int64_t per_head = rtiles + ptiles;
 #pragma omp parallel
     {
-      std::vector<double> qu(static_cast<size_t>(e)), qv(static_cast<size_t>(e)), acc(static_cast<size_t>(e));
+      std::vector<double> acc(static_cast<size_t>(e));
 #pragma omp for schedule(dynamic, 1)
       for (int64_t task = 0; task < H * per_head; ++task) {
         const int64_t head = task / per_head, tile = task % per_head;
@@ -281,10 +288,11 @@ void backward_typed(const CausalLongShortInputs& d, const Tensor& dout_t, const 
             const int64_t bh = b * H + head;
             for (int64_t t = 0; t < M; ++t) {
               if (window) {
-                x.biased(bh, head, t, qu.data(), qv.data());
-                const double p = prob(bh, t, x.window_logit(bh, head, qu.data(), qv.data(), t, row));
+                const double* qu = qu_of(bh, t);
+                const double* qv = qu + e;
+                const double p = prob(bh, t, x.window_logit(bh, head, qu, qv, t, row));
                 const double ds = grad_logit(bh, t, p, x.vw + x.win_at(bh) + (t + 1 + row) * e);
-                for (int64_t i = 0; i < e; ++i) acc[size_t(i)] += ds * qv[size_t(i)];
+                for (int64_t i = 0; i < e; ++i) acc[size_t(i)] += ds * qv[i];
               } else {
                 const int64_t sigma = x.nvis(t) - 1 - row;
                 if (sigma < 0) continue;
