@@ -357,6 +357,31 @@ TEST_CASE("causal LS module: f64 gradcheck through inputs, memory and position p
   CHECK(result.ok);
 }
 
+TEST_CASE("causal LS module: every parameter gradient of the fused path equals the composed path's",
+          "[causal_long_short]") {
+  nn::CausalLongShortAttention attn(small_module());
+  attn.to(kF64);
+  Tensor x = randn_f64({2, 16, 8}, 41), xm = randn_f64({2, 16, 8}, 42), dy = randn_f64({2, 16, 8}, 43);
+  std::vector<std::vector<double>> grads[2];
+  for (int fused = 0; fused < 2; ++fused) {
+    attn.zero_grad();
+    attn.set_fused(fused == 1);
+    attn.forward(x, {.memory = xm}).backward(dy);
+    for (const auto& [name, p] : attn.named_parameters()) {
+      INFO(name);
+      REQUIRE(p.grad().defined());
+      grads[fused].push_back(p.grad().to_vector<double>());
+    }
+  }
+  // Each parameter gradient sums B·M = 32 rows, each a chain like the module test's with
+  // L = 6·d + 2·l + Nc + w + 2·d = 48 + 8 + 16 + 4 + 16 = 92 ≤ 100: L = 32·100.
+  const double t = tol(kF64, 3200);
+  for (size_t i = 0; i < grads[0].size(); ++i) {
+    INFO("parameter " << attn.named_parameters()[i].first);
+    test::check_close(tensor(grads[1][i]), grads[0][i], t, t);
+  }
+}
+
 TEST_CASE("causal LS: bad configurations are rejected with what to change", "[causal_long_short]") {
   using Catch::Contains;
   auto make = [](auto edit) {

@@ -18,6 +18,8 @@
 // biased queries, in double).
 //
 // Numerics: dot products, softmax sums and gradient sums accumulate in double for f32 and f64.
+// lse is stored in the tensor dtype; for f32 that perturbs the recomputed probabilities by at
+// most |lse|·2^-24 relative, the size of f32 rounding of the output itself.
 #include <algorithm>
 #include <cmath>
 #include <limits>
