@@ -1,0 +1,165 @@
+// nn::LongShortAttention (bidirectional, LRA semantics): transformer-ls.md §2.3 steps 1–14.
+//
+// The core (steps 7–12: global and window logits, one softmax, zeroed padded rows, dropout,
+// context) is the fused op lsf::long_short_attention, or with options.fused = false the same
+// computation composed from primitive ops (lsf::long_short_attention_composed). Everything
+// around it is composed here from nn layers and ops.
+//
+// Deviations from / sharpenings of the official code, all on paths the LRA scripts never run:
+// * w = 0, r > 0 is "no window branch" (the released code would fail there, §2.7).
+// * The optional value convolution (conv_kernel_size, off in every script and broken as
+//   released, §2.7) is not implemented.
+// * dconv_fc is registered only when r > 0 (no dead parameters for the window-only ablation).
+// * w = 0 and r = 0 without a CLS is rejected (§2.3 step 8: that case requires a CLS).
+#include "models/attention/long_short.h"
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "ops/binary.h"
+#include "ops/factory.h"
+#include "ops/index.h"
+#include "ops/long_short.h"
+#include "ops/matmul.h"
+#include "ops/reduce.h"
+#include "ops/shape.h"
+#include "ops/softmax.h"
+
+namespace lsf::nn {
+
+namespace {
+constexpr const char* kName = "LongShortAttention";
+}
+
+LongShortAttention::LongShortAttention(const LongShortOptions& o) : Attention(kName), options_(o) {
+  LSF_CHECK(o.dim > 0 && o.heads > 0 && o.dim % o.heads == 0)
+      << kName << ": dim = " << o.dim << " must be a positive multiple of heads = " << o.heads
+      << " (choose dim = heads · head width)";
+  LSF_CHECK(o.window >= 0) << kName << ": window must be ≥ 0 (0 disables the window branch), got " << o.window;
+  LSF_CHECK(o.rank >= 0) << kName << ": rank must be ≥ 0 (0 disables the dynamic projection), got " << o.rank;
+  LSF_CHECK(o.dropout >= 0.0 && o.dropout <= 1.0)
+      << kName << ": attention dropout has to be between 0 and 1, got " << o.dropout;
+  LSF_CHECK(o.block_queries >= 0) << kName << ": block_queries must be ≥ 0, got " << o.block_queries;
+  W_q = register_module("W_q", std::make_shared<Linear>(o.dim, o.dim));
+  W_k = register_module("W_k", std::make_shared<Linear>(o.dim, o.dim));
+  W_v = register_module("W_v", std::make_shared<Linear>(o.dim, o.dim));
+  W_o = register_module("W_o", std::make_shared<Linear>(o.dim, o.dim));
+  dual_ln_s = register_module("dual_ln_s", std::make_shared<LayerNorm>(o.dim, 1e-5));
+  dual_ln_l = register_module("dual_ln_l", std::make_shared<LayerNorm>(o.dim, 1e-5));
+  if (o.rank > 0) dconv_fc = register_module("dconv_fc", std::make_shared<Linear>(o.dim, o.heads * o.rank));
+}
+
+Tensor LongShortAttention::forward(const Tensor& x, const AttentionArgs& args) { return forward(x, args, nullptr); }
+
+Tensor LongShortAttention::forward(const Tensor& x, const AttentionArgs& args, LongShortTrace* trace) {
+  const LongShortOptions& o = options_;
+  LSF_CHECK(x.defined()) << kName << ": the input x is undefined";
+  LSF_CHECK(x.dim() == 3 && x.size(2) == o.dim)
+      << kName << ": x must be [B, n, d] with d = " << o.dim << ", got shape " << x.shape();
+  const int64_t B = x.size(0), n = x.size(1), h = o.heads, e = o.dim / o.heads, r = o.rank, w = o.window;
+  LSF_CHECK(!args.memory.defined()) << kName << ": a memory was passed, but the bidirectional attention has none "
+                                    << "(memory shape " << args.memory.shape() << "); use the causal attention";
+  LSF_CHECK(args.height == 0 && args.width == 0 && args.num_global == 0)
+      << kName << ": height/width/num_global are for the 2-D attention; leave them 0 (got " << args.height << ", "
+      << args.width << ", " << args.num_global << ")";
+  LSF_CHECK(w == 0 || n % w == 0) << kName << ": the sequence length n = " << n
+                                  << " must be a multiple of the window w = " << w
+                                  << " (pad the input to a multiple of w), x shape " << x.shape();
+  const bool cls = args.cls.defined();
+  LSF_CHECK(w > 0 || r > 0 || cls) << kName << ": window = 0 and rank = 0 leave no key slots without a CLS; "
+                                   << "pass args.cls or set window or rank > 0";
+  if (cls) {
+    LSF_CHECK(args.cls.dim() == 3 && args.cls.size(0) == B && args.cls.size(1) == 1 && args.cls.size(2) == o.dim)
+        << kName << ": cls must be [B, 1, d] = {" << B << ", 1, " << o.dim << "}, got " << args.cls.shape();
+  }
+  const Tensor& mask = args.mask;
+  if (mask.defined()) {
+    LSF_CHECK(mask.dtype() == kBool && mask.shape() == Shape({B, n}))
+        << kName << ": mask must be a bool tensor [B, n] = {" << B << ", " << n << "} (true for real tokens), got "
+        << mask.dtype() << " of shape " << mask.shape();
+  }
+
+  // [B, m, d] → [B, h, m, e] and back.
+  auto split_heads = [&](const Tensor& t) { return t.view({B, t.size(1), h, e}).permute({0, 2, 1, 3}); };
+  auto merge_heads = [&](const Tensor& t) { return t.permute({0, 2, 1, 3}).reshape({B, t.size(2), o.dim}); };
+  const double scale = 1.0 / std::sqrt(double(e));
+
+  // Steps 1–2: queries; LN_L-normalised keys and values.
+  Tensor q = mul(split_heads(W_q->forward(x)), scale);
+  Tensor k = split_heads(dual_ln_l->forward(W_k->forward(x)));
+  Tensor v = split_heads(dual_ln_l->forward(W_v->forward(x)));
+
+  // Steps 3–4: projection weights (softmax over tokens, padding masked) and compressed K̄, V̄.
+  TensorList kbar_parts, vbar_parts;
+  Tensor qc, kc, vc;
+  if (cls) {  // step 5: the CLS's raw key and value (no LN_L) join the global slots, first
+    qc = mul(split_heads(W_q->forward(args.cls)), scale);
+    kc = split_heads(W_k->forward(args.cls));
+    vc = split_heads(W_v->forward(args.cls));
+    kbar_parts.push_back(kc);
+    vbar_parts.push_back(vc);
+  }
+  if (r > 0) {
+    Tensor logits = dconv_fc->forward(x);  // [B, n, h·r]
+    if (mask.defined())
+      logits = masked_fill(logits, eq(mask.to(x.dtype()), 0.0).view({B, n, 1}), -std::numeric_limits<double>::infinity());
+    Tensor p = softmax(logits, 1).view({B, n, h, r}).permute({0, 2, 3, 1});  // P [B, h, r, n]
+    Tensor kb = matmul(p, k), vb = matmul(p, v);                             // [B, h, r, e]
+    kbar_parts.push_back(kb);
+    vbar_parts.push_back(vb);
+    if (trace != nullptr) {
+      trace->proj = p;
+      trace->kbar_raw = kb;
+      trace->vbar_raw = vb;
+    }
+  }
+  // Step 6: LN_G over the full width of every global slot (the CLS slot included).
+  Tensor kbar, vbar;
+  if (!kbar_parts.empty()) {
+    Tensor kcat = kbar_parts.size() == 1 ? kbar_parts[0] : cat(kbar_parts, 2);
+    Tensor vcat = vbar_parts.size() == 1 ? vbar_parts[0] : cat(vbar_parts, 2);
+    kbar = split_heads(dual_ln_s->forward(merge_heads(kcat)));
+    vbar = split_heads(dual_ln_s->forward(merge_heads(vcat)));
+  }
+
+  // Steps 7–12: the joint softmax over [global | window] and the context.
+  LongShortAttentionOptions core{.window = w,
+                                 .self_slot = (w == 0 && r == 0),
+                                 .dropout = o.dropout,
+                                 .training = is_training(),
+                                 .generator = o.generator,
+                                 .block_queries = o.block_queries};
+  Tensor context = o.fused ? long_short_attention(q, k, v, kbar, vbar, mask, core)
+                           : long_short_attention_composed(q, k, v, kbar, vbar, mask, core);  // [B, h, n, e]
+  if (trace != nullptr) {
+    trace->q = q;
+    trace->k = k;
+    trace->v = v;
+    trace->kbar = kbar;
+    trace->vbar = vbar;
+    trace->context = context;
+  }
+
+  // Step 13: the CLS query attends over [k_c] ∪ {C_j : j real}, keys = values = C, no dropout.
+  Tensor all = context;
+  if (cls) {
+    Tensor l0 = sum(mul(qc, kc), {3}, /*keepdim=*/true);    // [B, h, 1, 1]
+    Tensor lc = matmul(qc, context.transpose(2, 3));         // [B, h, 1, n]
+    if (mask.defined())
+      lc = masked_fill(lc, eq(mask.to(x.dtype()), 0.0).view({B, 1, 1, n}), -std::numeric_limits<double>::infinity());
+    Tensor pc = softmax(cat({l0, lc}, 3), 3);                // [B, h, 1, 1 + n]
+    Tensor oc = add(mul(pc.narrow(3, 0, 1), vc), matmul(pc.narrow(3, 1, n), context));  // [B, h, 1, e]
+    all = cat({oc, context}, 2);                             // step 14: CLS row first
+  }
+  return W_o->forward(merge_heads(all));
+}
+
+std::string LongShortAttention::extra_repr() const {
+  std::ostringstream os;
+  os << "dim=" << options_.dim << ", heads=" << options_.heads << ", window=" << options_.window
+     << ", rank=" << options_.rank << ", dropout=" << options_.dropout << ", fused=" << (options_.fused ? "true" : "false");
+  return os.str();
+}
+
+}  // namespace lsf::nn

@@ -1,0 +1,69 @@
+// nn::LongShortAttention: the bidirectional long-short attention of Transformer-LS with LRA
+// semantics (transformer-ls.md §2.1–2.3, §2.7): a segment window of w tokens with span
+// w + 2·max(⌊w/2⌋, 1), a dynamic projection of rank r computed from the layer input, DualLN,
+// one joint softmax, and the optional last-layer CLS with its context-as-keys update.
+//
+//   nn::LongShortAttention attn({.dim = 64, .heads = 2, .window = 8, .rank = 32});
+//   Tensor y = attn.forward(x, {.mask = real});            // x [B, n, d] → [B, n, d]
+//   Tensor z = attn.forward(x, {.mask = real, .cls = c});  // → [B, 1 + n, d], CLS output first
+//
+// Parameters (the official LRA module's names, registration order W_q, W_k, W_v, W_o,
+// dual_ln_s, dual_ln_l, dconv_fc):
+//   W_q, W_k, W_v   Linear d → d (h·e), with bias
+//   W_o             Linear d → d, with bias
+//   dual_ln_s       LayerNorm(d), eps 1e-5: LN_G, on the projected (and CLS) keys and values
+//   dual_ln_l       LayerNorm(d), eps 1e-5: LN_L, on the full-resolution keys and values
+//   dconv_fc        Linear d → h·r, with bias (columns head·r + slot); absent when r = 0
+// Ablations: w = 0 is "no window branch" (pure dynamic projection, §2.7); r = 0 is window only;
+// w = 0 and r = 0 needs a CLS and gives each token the CLS slot plus its own key (§2.3 step 8).
+#pragma once
+
+#include <memory>
+
+#include "models/attention/attention.h"
+#include "models/nn/layer_norm.h"
+#include "models/nn/linear.h"
+
+namespace lsf::nn {
+
+struct LongShortOptions {
+  int64_t dim = 64;       // d (model width), a multiple of heads
+  int64_t heads = 2;      // h; head width e = d / h
+  int64_t window = 8;     // w ≥ 0 (segment length; n must be a multiple of it)
+  int64_t rank = 32;      // r ≥ 0 (dynamic projection slots per head)
+  double dropout = 0.0;   // attention dropout on the joint probabilities (training only)
+  bool fused = true;      // the fused CPU op; false: the same computation from primitive ops
+  int64_t block_queries = 0;       // fused kernel task size (0: automatic), see ops/long_short.h
+  Generator* generator = nullptr;  // dropout's generator (null: the default one)
+};
+
+// Intermediate tensors of one forward, for tests and inspection (all [B, h, ·, e] per head).
+struct LongShortTrace {
+  Tensor q;           // [B, h, n, e], scaled by e^{-1/2}
+  Tensor k, v;        // [B, h, n, e], after LN_L
+  Tensor proj;        // P [B, h, r, n] (softmax over tokens), undefined when r = 0
+  Tensor kbar_raw;    // P·K [B, h, r, e] before LN_G (no CLS slot)
+  Tensor vbar_raw;    // P·V
+  Tensor kbar, vbar;  // [B, h, r', e] after LN_G (CLS slot first when a CLS is injected)
+  Tensor context;     // C [B, h, n, e] of the tokens (before the CLS row is prepended)
+};
+
+class LongShortAttention : public Attention {
+ public:
+  explicit LongShortAttention(const LongShortOptions& options);
+  Tensor forward(const Tensor& x, const AttentionArgs& args = {}) override;
+  // As forward, also filling `trace` (when not null) with the intermediate tensors.
+  Tensor forward(const Tensor& x, const AttentionArgs& args, LongShortTrace* trace);
+  std::string extra_repr() const override;
+
+  const LongShortOptions& options() const { return options_; }
+  void set_fused(bool fused) { options_.fused = fused; }
+
+  std::shared_ptr<Linear> W_q, W_k, W_v, W_o, dconv_fc;
+  std::shared_ptr<LayerNorm> dual_ln_s, dual_ln_l;
+
+ private:
+  LongShortOptions options_;
+};
+
+}  // namespace lsf::nn
