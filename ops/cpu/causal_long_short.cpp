@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "ops/causal_long_short.h"
+#include "ops/cpu/loops.h"
 
 namespace lsf::cpu {
 namespace {
@@ -85,6 +86,12 @@ struct View {
   }
 };
 
+// Threads only pay off when the call does enough work (the pair count times the head width).
+template <typename T>
+bool worth_threads(const View<T>& x) {
+  return x.B * x.H * x.M * (x.Nc + x.w) * x.e >= 4 * kParallelGrain;
+}
+
 template <typename T>
 void forward_typed(const Tensor& out_t, const Tensor& lse_t, const CausalLongShortInputs& in,
                    const CausalLongShortGeometry& g) {
@@ -93,7 +100,8 @@ void forward_typed(const Tensor& out_t, const Tensor& lse_t, const CausalLongSho
   T* lse = lse_t.data_ptr<T>();
   const int64_t tiles = (x.M + kQueryTile - 1) / kQueryTile;
   const int64_t tasks = x.B * x.H * tiles;
-#pragma omp parallel
+  const bool parallel = worth_threads(x);
+#pragma omp parallel if (parallel)
   {
     std::vector<double> logits(static_cast<size_t>(x.Nc + x.w)), qu(static_cast<size_t>(x.e)), qv(static_cast<size_t>(x.e)), acc(static_cast<size_t>(x.e));
 #pragma omp for schedule(dynamic, 1)
@@ -132,11 +140,12 @@ void backward_typed(const CausalLongShortInputs& d, const Tensor& dout_t, const 
   const T* out = out_t.data_ptr<T>();
   const T* lse = lse_t.data_ptr<T>();
   const int64_t BH = B * H;
+  const bool parallel = worth_threads(x);
 
   // pass 0: delta_t = dout_t · out_t, and the biased queries q̂_t + u, q̂_t + v of every query
   // (each pair in the passes below would otherwise rebuild them).
   std::vector<double> delta(static_cast<size_t>(BH * M)), biased(static_cast<size_t>(BH * M * 2 * e));
-#pragma omp parallel for schedule(static) if (BH * M * e >= 32768)
+#pragma omp parallel for schedule(static) if (parallel)
   for (int64_t i = 0; i < BH * M; ++i) {
     delta[size_t(i)] = dot(dout + i * e, out + i * e, e);
     x.biased(i / M, (i / M) % H, i % M, &biased[size_t(i * 2 * e)], &biased[size_t(i * 2 * e + e)]);
@@ -156,7 +165,7 @@ void backward_typed(const CausalLongShortInputs& d, const Tensor& dout_t, const 
   std::vector<double> bias_part(need_bias ? size_t(qtasks * 2 * e) : 0, 0.0);
   if (d.q.defined() || need_bias) {
     T* dq = d.q.defined() ? d.q.data_ptr<T>() : nullptr;
-#pragma omp parallel
+#pragma omp parallel if (parallel)
     {
       std::vector<double> acc(static_cast<size_t>(e));
 #pragma omp for schedule(dynamic, 1)
@@ -219,7 +228,7 @@ void backward_typed(const CausalLongShortInputs& d, const Tensor& dout_t, const 
   const int64_t ctiles = need_comp ? (Nc + kKeyTile - 1) / kKeyTile : 0;
   if (wtiles + ctiles > 0) {
     const int64_t per_bh = wtiles + ctiles;
-#pragma omp parallel
+#pragma omp parallel if (parallel)
     {
       std::vector<double> dk(static_cast<size_t>(e)), dv(static_cast<size_t>(e));
 #pragma omp for schedule(dynamic, 1)
@@ -275,7 +284,7 @@ void backward_typed(const CausalLongShortInputs& d, const Tensor& dout_t, const 
   const int64_t ptiles = d.rc.defined() ? (Nc + kKeyTile - 1) / kKeyTile : 0;
   if (rtiles + ptiles > 0) {
     const int64_t per_head = rtiles + ptiles;
-#pragma omp parallel
+#pragma omp parallel if (parallel)
     {
       std::vector<double> acc(static_cast<size_t>(e));
 #pragma omp for schedule(dynamic, 1)
