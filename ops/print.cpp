@@ -72,9 +72,17 @@ void print_dim(std::ostream& os, const std::vector<double>& v, const Shape& shap
   os << '[';
   bool first = true;
   const bool last_dim = d + 1 == shape.size();
-  const std::string newline = "\n" + std::string(shape.size() - d >= 3 ? 1 : 0, '\n');
+  // Between rows: ",\n" plus indentation; a blank line between blocks of 3-D and higher.
+  const char* newlines = shape.size() - d >= 3 ? "\n\n" : "\n";
+  const std::string pad(indent + d + 1, ' ');
   for (int64_t i : shown(shape[d], summarize)) {
-    if (!first) os << (last_dim ? ", " : "," + newline + std::string(indent + d + 1, ' '));
+    if (!first) {
+      if (last_dim) {
+        os << ", ";
+      } else {
+        os << ',' << newlines << pad;
+      }
+    }
     first = false;
     if (i < 0) {
       os << "...";
