@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -51,6 +52,21 @@ inline nlohmann::json load_fixture(const std::string& name) {
   return nlohmann::json::parse(in);
 }
 
+// The same fixture file, parsed once per test binary.
+inline const nlohmann::json& cached_fixture(const std::string& name) {
+  static std::map<std::string, nlohmann::json> cache;
+  auto it = cache.find(name);
+  if (it == cache.end()) it = cache.emplace(name, load_fixture(name)).first;
+  return it->second;
+}
+
+// Shapes as text for INFO messages (Catch does not find lsf's operator<< for std::vector).
+inline std::string str(const Shape& s) {
+  std::ostringstream os;
+  os << s;
+  return os.str();
+}
+
 // A fixture tensor: {"shape": [...], "dtype": "f64", "data": [...]} (data row-major).
 inline Tensor fixture_tensor(const nlohmann::json& j) {
   Shape shape = j.at("shape").get<Shape>();
@@ -68,6 +84,11 @@ inline Tensor fixture_tensor(const nlohmann::json& j) {
   }
   DType dt = dtype == "f32" ? kF32 : dtype == "i64" ? kI64 : dtype == "bool" ? kBool : kF64;
   return tensor(data, shape).to(dt);
+}
+
+// Fixture tensor `name` of case `c`, as a leaf that requires grad.
+inline Tensor fixture_leaf(const nlohmann::json& c, const std::string& name) {
+  return fixture_tensor(c.at(name)).requires_grad_(true);
 }
 
 // Random f64 leaf for gradient checks.

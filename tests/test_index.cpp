@@ -10,14 +10,9 @@ using test::fixture_tensor;
 
 namespace {
 
-const nlohmann::json& fixtures() {
-  static const nlohmann::json j = test::load_fixture("shape_index");
-  return j;
-}
+const nlohmann::json& fixtures() { return test::cached_fixture("shape_index"); }
 
-Tensor leaf(const nlohmann::json& c, const std::string& name) {
-  return fixture_tensor(c.at(name)).requires_grad_(true);
-}
+constexpr auto& leaf = test::fixture_leaf;
 
 // Backpropagates sum(out · w) with the case's w and compares every input's gradient. Each
 // gradient element is a sum of at most `terms` products w·1 (repeated indices, broadcast

@@ -7,15 +7,9 @@
 #include "helpers.h"
 
 using namespace lsf;
+using test::str;
 
 namespace {
-
-// Shapes for INFO messages (Catch cannot find lsf's operator<< for std::vector by itself).
-std::string str(const Shape& s) {
-  std::ostringstream os;
-  os << s;
-  return os.str();
-}
 
 // Tolerances. The row statistics are sums over n elements: in f32 (ours and PyTorch's) the
 // mean and variance carry relative error ≲ (n/8 + 4)·2^-24 ≤ n·2^-24 each. An output

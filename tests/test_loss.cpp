@@ -9,15 +9,9 @@
 #include "helpers.h"
 
 using namespace lsf;
+using test::str;
 
 namespace {
-
-// Shapes for INFO messages (Catch cannot find lsf's operator<< for std::vector by itself).
-std::string str(const Shape& s) {
-  std::ostringstream os;
-  os << s;
-  return os.str();
-}
 
 // Tolerances. Per element the loss is lse − (1−ε)·x_t − (ε/C)·Σx with lse = m + log Σ exp(x−m):
 // the f32 sum over C terms has relative error ≲ (C/8 + 4)·2^-24 (ours and PyTorch's), i.e. an

@@ -10,15 +10,9 @@ using test::fixture_tensor;
 
 namespace {
 
-const nlohmann::json& fixtures() {
-  static const nlohmann::json j = test::load_fixture("shape_index");
-  return j;
-}
+const nlohmann::json& fixtures() { return test::cached_fixture("shape_index"); }
 
-// Fixture input `name` of case `c`, as a leaf that requires grad.
-Tensor leaf(const nlohmann::json& c, const std::string& name) {
-  return fixture_tensor(c.at(name)).requires_grad_(true);
-}
+constexpr auto& leaf = test::fixture_leaf;
 
 // Backpropagates sum(out · w) with the case's w and checks every input's gradient exactly.
 void check_grads(const nlohmann::json& c, const Tensor& out, const std::vector<std::pair<std::string, Tensor>>& inputs) {
