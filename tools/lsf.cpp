@@ -16,10 +16,23 @@ struct Command {
   std::function<int(const std::vector<std::string>&)> run;
 };
 
+// A positive integer flag value, or an lsf::Error naming the flag.
+int parse_count(const std::string& flag, const std::string& value) {
+  size_t used = 0;
+  long n = 0;
+  try {
+    n = std::stol(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  LSF_CHECK(used == value.size() && n >= 1 && n <= 4096) << flag << " expects a positive integer, got '" << value << "'";
+  return int(n);
+}
+
 int run_info(const std::vector<std::string>& args) {
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--threads" && i + 1 < args.size()) {
-      lsf::set_num_threads(std::stoi(args[++i]));
+      lsf::set_num_threads(parse_count("--threads", args[++i]));
     } else {
       std::cerr << "lsf info: unknown argument '" << args[i] << "' (usage: lsf info [--threads N])\n";
       return 2;
@@ -53,7 +66,7 @@ int main(int argc, char** argv) {
     if (argv[1] != std::string(c.name)) continue;
     try {
       return c.run(args);
-    } catch (const lsf::Error& e) {
+    } catch (const std::exception& e) {  // lsf::Error for bad input; anything else is a bug
       std::cerr << "lsf " << c.name << ": error: " << e.what() << "\n";
       return 1;
     }
