@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "helpers.h"
+#include "optim_helpers.h"
 #include "models/optim/adam.h"
 #include "models/optim/schedule.h"
 #include "models/optim/sgd.h"
@@ -53,13 +54,7 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& kind,
   return std::make_unique<optim::AdamW>(typed_groups(groups, &adam_options<optim::AdamWOptions>));
 }
 
-optim::OneCycleOptions onecycle_options(const json& o) {
-  return {.max_lr = o.at("max_lr"), .total_steps = o.at("total_steps"), .pct_start = o.at("pct_start"),
-          .anneal = o.at("anneal") == "linear" ? optim::Anneal::Linear : optim::Anneal::Cos,
-          .cycle_momentum = o.at("cycle_momentum"), .base_momentum = o.at("base_momentum"),
-          .max_momentum = o.at("max_momentum"), .div_factor = o.at("div_factor"),
-          .final_div_factor = o.at("final_div_factor"), .three_phase = o.at("three_phase")};
-}
+using test::onecycle_options;
 
 // ---- the least-squares problem of the fixture: loss = mean((X·W + b − Y)²) ----
 

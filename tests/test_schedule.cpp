@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "helpers.h"
+#include "optim_helpers.h"
 #include "models/optim/adam.h"
 #include "models/optim/schedule.h"
 #include "models/optim/sgd.h"
@@ -27,13 +28,7 @@ void check_values(const std::vector<double>& got, const json& expected, double s
   }
 }
 
-optim::OneCycleOptions onecycle_options(const json& o) {
-  return {.max_lr = o.at("max_lr"), .total_steps = o.at("total_steps"), .pct_start = o.at("pct_start"),
-          .anneal = o.at("anneal") == "linear" ? optim::Anneal::Linear : optim::Anneal::Cos,
-          .cycle_momentum = o.at("cycle_momentum"), .base_momentum = o.at("base_momentum"),
-          .max_momentum = o.at("max_momentum"), .div_factor = o.at("div_factor"),
-          .final_div_factor = o.at("final_div_factor"), .three_phase = o.at("three_phase")};
-}
+using test::onecycle_options;
 
 }  // namespace
 
