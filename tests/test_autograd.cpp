@@ -112,3 +112,15 @@ TEST_CASE("gradients reduce broadcast dimensions back to the input's shape", "[a
   test::check_equal<double>(b.grad(), {1, 3}, {10, 10, 10});
   test::check_equal<double>(c.grad(), {1}, {2 + 3 + 4 + 2 + 3 + 4});
 }
+
+TEST_CASE("saved tensors are freed by a backward without retain_graph", "[autograd]") {
+  Tensor x = randn({1 << 20}).requires_grad_(true);  // 4 MiB
+  Tensor loss = sum(mul(exp(x), x));                 // exp's output (4 MiB) lives only in the graph
+  const int64_t before = memory_stats().current_bytes;
+  loss.backward(Tensor(), /*retain_graph=*/true);
+  x.set_grad(Tensor());
+  CHECK(memory_stats().current_bytes == before);  // retained: the saved output is still held
+  loss.backward();
+  x.set_grad(Tensor());
+  CHECK(before - memory_stats().current_bytes >= int64_t(4) << 20);
+}
