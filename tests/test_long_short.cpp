@@ -1,7 +1,8 @@
 // Bidirectional long-short attention (transformer-ls.md §2, §9.1): the fused op against the
 // composed op and both against the independent dense oracle (tests/long_short_oracle.h), the
-// §9.1 cases T1–T5 and invariants through nn::LongShortAttention, float64 gradchecks of the
-// fused op and of the module, determinism, and rejected configurations.
+// §9.1 cases T1–T5 and invariants through nn::LongShortAttention, the layer against a PyTorch
+// implementation with the official parameter names (tests/fixtures/gen_long_short.py), float64
+// gradchecks of the fused op and of the module, determinism, and rejected configurations.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -637,4 +638,35 @@ TEST_CASE("LongShortAttention: bad configurations are rejected with what to chan
   CHECK_THROWS_WITH(m.forward(x12, {.height = 3, .width = 4}), Catch::Contains("2-D attention"));
   nn::LongShortAttention none({.dim = 8, .heads = 2, .window = 0, .rank = 0});
   CHECK_THROWS_WITH(none.forward(x12), Catch::Contains("pass args.cls or set window or rank > 0"));
+}
+
+TEST_CASE("LongShortAttention: loads the PyTorch reference's state_dict and matches its output and dx",
+          "[long_short]") {
+  const nlohmann::json fx = test::load_fixture("long_short");
+  for (const auto& [name, c] : fx.items()) {
+    INFO(name);
+    const auto& cfg = c["config"];
+    for (bool fused : {true, false}) {
+      INFO("fused " << fused);
+      nn::LongShortAttention m({.dim = cfg["dim"].get<int64_t>(),
+                                .heads = cfg["heads"].get<int64_t>(),
+                                .window = cfg["window"].get<int64_t>(),
+                                .rank = cfg["rank"].get<int64_t>(),
+                                .fused = fused});
+      m.to(kF64);
+      std::map<std::string, Tensor> state;
+      for (const auto& [k, t] : c["state"].items()) state[k] = test::fixture_tensor(t);
+      const nn::LoadReport report = m.load_state_dict(state);  // strict: the official names, all of them
+      INFO(report.str());
+      REQUIRE(report.ok());
+      Tensor x = test::fixture_tensor(c["x"]).requires_grad_(true);
+      Tensor cls = c.contains("cls") ? test::fixture_tensor(c["cls"]) : Tensor();
+      Tensor y = m.forward(x, {.mask = test::fixture_tensor(c["mask"]), .cls = cls});
+      // f64 both sides, different summation orders over ≤ 24 slots / d = 8 features, values
+      // O(1): 1e-12 (≈ 5000 ulp) absolute and relative.
+      test::check_close(y, test::fixture_tensor(c["y"]), 1e-12, 1e-12);
+      sum(mul(y, test::fixture_tensor(c["dy"]))).backward();
+      test::check_close(x.grad(), test::fixture_tensor(c["dx"]), 1e-12, 1e-12);
+    }
+  }
 }
