@@ -131,84 +131,107 @@ void transpose_into(T* dst, int64_t ld, int64_t c0, const T* const* rows, int64_
 }
 
 // out [nq × ld] = a [nq × e] · bt [e × ld]: the logits (a = queries, bt = keysᵀ) or the value
-// products (a = dout, bt = valuesᵀ) of one segment, accumulated in vector registers.
+// products (a = dout, bt = valuesᵀ) of one segment. Four queries share each loaded key vector
+// and give four independent FMA chains.
 template <typename T>
 LSF_LS_INLINE void tile_products(T* out, const T* a, const T* bt, int64_t nq, int64_t e, int64_t ld) {
   using S = Simd<T>;
   using V = typename S::V;
-  for (int64_t qi = 0; qi < nq; ++qi) {
-    const T* aq = a + qi * e;
-    T* o = out + qi * ld;
-    int64_t c = 0;
-    for (; c + 4 * S::W <= ld; c += 4 * S::W) {
-      V a0 = {}, a1 = {}, a2 = {}, a3 = {};
+  for (int64_t c = 0; c < ld; c += S::W) {
+    int64_t qi = 0;
+    for (; qi + 4 <= nq; qi += 4) {
+      const T* a0 = a + qi * e;
+      V s0 = {}, s1 = {}, s2 = {}, s3 = {};
       for (int64_t f = 0; f < e; ++f) {
-        const T x = aq[f];
-        const T* b = bt + f * ld + c;
-        a0 += x * S::load(b);
-        a1 += x * S::load(b + S::W);
-        a2 += x * S::load(b + 2 * S::W);
-        a3 += x * S::load(b + 3 * S::W);
+        const V b = S::load(bt + f * ld + c);
+        s0 += a0[f] * b;
+        s1 += a0[e + f] * b;
+        s2 += a0[2 * e + f] * b;
+        s3 += a0[3 * e + f] * b;
       }
-      S::store(o + c, a0);
-      S::store(o + c + S::W, a1);
-      S::store(o + c + 2 * S::W, a2);
-      S::store(o + c + 3 * S::W, a3);
+      S::store(out + qi * ld + c, s0);
+      S::store(out + (qi + 1) * ld + c, s1);
+      S::store(out + (qi + 2) * ld + c, s2);
+      S::store(out + (qi + 3) * ld + c, s3);
     }
-    for (; c < ld; c += S::W) {
-      V a0 = {};
-      for (int64_t f = 0; f < e; ++f) a0 += aq[f] * S::load(bt + f * ld + c);
-      S::store(o + c, a0);
+    for (; qi < nq; ++qi) {
+      V s0 = {};
+      for (int64_t f = 0; f < e; ++f) s0 += a[qi * e + f] * S::load(bt + f * ld + c);
+      S::store(out + qi * ld + c, s0);
     }
   }
 }
 
-// out [e] = Σ_i w_i·rows_i over m rows (overwrites), along e in vector registers.
+// out [nq × e] = w [nq × ld] · rows (m rows of e; overwrites): the probability-weighted row sums
+// of a segment's queries. Four queries share each loaded row vector.
 template <typename T>
-LSF_LS_INLINE void combine_rows(T* out, const T* w, const T* const* rows, int64_t m, int64_t e) {
+LSF_LS_INLINE void combine_rows(T* out, int64_t nq, const T* w, int64_t ld, const T* const* rows, int64_t m,
+                                int64_t e) {
   using S = Simd<T>;
   using V = typename S::V;
   int64_t f = 0;
-  for (; f + 2 * S::W <= e; f += 2 * S::W) {
-    V a0 = {}, a1 = {};
-    for (int64_t i = 0; i < m; ++i) {
-      a0 += w[i] * S::load(rows[i] + f);
-      a1 += w[i] * S::load(rows[i] + f + S::W);
-    }
-    S::store(out + f, a0);
-    S::store(out + f + S::W, a1);
-  }
   for (; f + S::W <= e; f += S::W) {
-    V a0 = {};
-    for (int64_t i = 0; i < m; ++i) a0 += w[i] * S::load(rows[i] + f);
-    S::store(out + f, a0);
+    int64_t qi = 0;
+    for (; qi + 4 <= nq; qi += 4) {
+      const T* w0 = w + qi * ld;
+      V s0 = {}, s1 = {}, s2 = {}, s3 = {};
+      for (int64_t i = 0; i < m; ++i) {
+        const V r = S::load(rows[i] + f);
+        s0 += w0[i] * r;
+        s1 += w0[ld + i] * r;
+        s2 += w0[2 * ld + i] * r;
+        s3 += w0[3 * ld + i] * r;
+      }
+      S::store(out + qi * e + f, s0);
+      S::store(out + (qi + 1) * e + f, s1);
+      S::store(out + (qi + 2) * e + f, s2);
+      S::store(out + (qi + 3) * e + f, s3);
+    }
+    for (; qi < nq; ++qi) {
+      V s0 = {};
+      for (int64_t i = 0; i < m; ++i) s0 += w[qi * ld + i] * S::load(rows[i] + f);
+      S::store(out + qi * e + f, s0);
+    }
   }
-  for (; f < e; ++f) {
-    T acc = 0;
-    for (int64_t i = 0; i < m; ++i) acc += w[i] * rows[i][f];
-    out[f] = acc;
-  }
+  for (; f < e; ++f)
+    for (int64_t qi = 0; qi < nq; ++qi) {
+      T acc = 0;
+      for (int64_t i = 0; i < m; ++i) acc += w[qi * ld + i] * rows[i][f];
+      out[qi * e + f] = acc;
+    }
 }
 
-// dst [m × e] += Σ_qi w[qi·ld + i]·a_qi over the nq rows of a segment (accumulates).
+// dst [m × e] += Σ_qi w[qi·ld + i]·a_qi over the nq rows of a segment (accumulates). Two
+// destination rows share each loaded a vector.
 template <typename T>
 LSF_LS_INLINE void accumulate_outer(T* dst, const T* w, int64_t ld, const T* a, int64_t nq, int64_t m, int64_t e) {
   using S = Simd<T>;
   using V = typename S::V;
-  for (int64_t i = 0; i < m; ++i) {
-    T* di = dst + i * e;
-    int64_t f = 0;
-    for (; f + S::W <= e; f += S::W) {
-      V acc = S::load(di + f);
-      for (int64_t qi = 0; qi < nq; ++qi) acc += w[qi * ld + i] * S::load(a + qi * e + f);
-      S::store(di + f, acc);
+  int64_t f = 0;
+  for (; f + S::W <= e; f += S::W) {
+    int64_t i = 0;
+    for (; i + 2 <= m; i += 2) {
+      V s0 = S::load(dst + i * e + f), s1 = S::load(dst + (i + 1) * e + f);
+      for (int64_t qi = 0; qi < nq; ++qi) {
+        const V x = S::load(a + qi * e + f);
+        s0 += w[qi * ld + i] * x;
+        s1 += w[qi * ld + i + 1] * x;
+      }
+      S::store(dst + i * e + f, s0);
+      S::store(dst + (i + 1) * e + f, s1);
     }
-    for (; f < e; ++f) {
-      T acc = di[f];
-      for (int64_t qi = 0; qi < nq; ++qi) acc += w[qi * ld + i] * a[qi * e + f];
-      di[f] = acc;
+    for (; i < m; ++i) {
+      V s0 = S::load(dst + i * e + f);
+      for (int64_t qi = 0; qi < nq; ++qi) s0 += w[qi * ld + i] * S::load(a + qi * e + f);
+      S::store(dst + i * e + f, s0);
     }
   }
+  for (; f < e; ++f)
+    for (int64_t i = 0; i < m; ++i) {
+      T acc = dst[i * e + f];
+      for (int64_t qi = 0; qi < nq; ++qi) acc += w[qi * ld + i] * a[qi * e + f];
+      dst[i * e + f] = acc;
+    }
 }
 
 // The window slots of the segment starting at query t0: validity, rows, transposed columns.
@@ -248,7 +271,10 @@ LSF_LS_INLINE T softmax_row(T* lg, const uint8_t* valid, int64_t R, int64_t s) {
   T mx = kNegInf;
 #pragma omp simd reduction(max : mx)
   for (int64_t i = 0; i < S; ++i) mx = lg[i] > mx ? lg[i] : mx;
-  if (mx == kNegInf) return std::numeric_limits<T>::infinity();  // no visible key: a zero row
+  if (mx == kNegInf) {  // no visible key: a zero row
+    std::fill(lg, lg + S, T(0));
+    return std::numeric_limits<T>::infinity();
+  }
   T sum = 0;
 #pragma omp simd reduction(+ : sum)
   for (int64_t i = 0; i < S; ++i) {
@@ -272,20 +298,20 @@ LSF_SIMD_CLONES void forward_segment(const Dims& d, Scratch<T>& sc, const T* qs,
   const int64_t S = d.S(), e = d.e;
   tile_products(sc.lg.data(), qs, sc.kt.data(), d.seg, e, sc.ld);
   for (int64_t qi = 0; qi < d.seg; ++qi) {
-    T* ot = os + qi * e;
     T* p = sc.lg.data() + qi * sc.ld;
-    std::fill(ot, ot + e, T(0));
     lses[qi] = std::numeric_limits<T>::infinity();  // padded query: every p is 0
-    if (mb[t0 + qi] == 0) continue;
-    const T l = softmax_row(p, sc.valid.data(), d.R, d.s);
+    if (mb[t0 + qi] == 0) {
+      std::fill(p, p + S, T(0));
+      continue;
+    }
+    const T l = softmax_row(p, sc.valid.data(), d.R, d.s);  // a row without visible key stays 0
     lses[qi] = l;
-    if (l == std::numeric_limits<T>::infinity()) continue;
-    if (drop.threshold != 0 || drop.scale != 1.0) {
+    if (l != std::numeric_limits<T>::infinity() && (drop.threshold != 0 || drop.scale != 1.0)) {
       dropout_factors(sc.f.data(), S, drop_base + uint64_t(qi * S), drop);
       for (int64_t i = 0; i < S; ++i) p[i] *= sc.f[size_t(i)];
     }
-    combine_rows(ot, p, sc.vrow.data(), S, e);
   }
+  combine_rows(os, d.seg, sc.lg.data(), sc.ld, sc.vrow.data(), S, e);
 }
 
 // Gradients of the d.seg queries starting at t0: dq rows (overwritten, when dqs), dK̄/dV̄
@@ -333,7 +359,7 @@ LSF_SIMD_CLONES void backward_segment(const Dims& d, Scratch<T>& sc, const T* qs
     for (int64_t i = 0; i < S; ++i) g[i] *= dpr[i] - D;
   }
   if (dqs != nullptr)
-    for (int64_t qi = 0; qi < d.seg; ++qi) combine_rows(dqs + qi * e, sc.lg.data() + qi * sc.ld, sc.krow.data(), S, e);
+    combine_rows(dqs, d.seg, sc.lg.data(), sc.ld, sc.krow.data(), S, e);
   if (pk != nullptr) {
     accumulate_outer(pk, sc.lg.data(), sc.ld, qs, d.seg, d.R, e);
     accumulate_outer(pv, sc.pd.data(), sc.ld, gs, d.seg, d.R, e);
