@@ -270,7 +270,7 @@ TEST_CASE("long_short_attention: f64 gradcheck (full Jacobian and random project
   CHECK(r.ok);
 }
 
-TEST_CASE("long_short_attention: backward is deterministic across thread counts", "[long_short]") {
+TEST_CASE("long_short_attention: parallel backward is deterministic and equals the composed op", "[long_short]") {
   CoreCase c{2, 2, 256, 8, 4, 4, false, {256, 130}, 16};
   auto grads = [&](int threads) {
     set_num_threads(threads);
@@ -283,9 +283,30 @@ TEST_CASE("long_short_attention: backward is deterministic across thread counts"
   };
   const int before = get_num_threads();
   auto one = grads(1), two = grads(2), three = grads(3);
-  set_num_threads(before);
   CHECK(one == two);
   CHECK(one == three);
+  // The parallel path (this size passes the parallel threshold) also equals the composed op
+  // in f64: gradients sum ≤ n·S ≈ 5000 O(1) products, 1e-11.
+  set_num_threads(2);
+  for (double p : {0.0, 0.3}) {
+    INFO("dropout " << p);
+    CoreInputs a = core_inputs(c, kF64, 41, true), b = core_inputs(c, kF64, 41, true);
+    Tensor dy = randn_t({2, 2, 256, 8}, 3);
+    LongShortAttentionOptions o = core_options(c);
+    o.dropout = p;
+    o.training = true;
+    Generator g1(8), g2(8);
+    o.generator = &g1;
+    Tensor ya = long_short_attention(a.q, a.k, a.v, a.kb, a.vb, a.mask, o);
+    o.generator = &g2;
+    Tensor yb = long_short_attention_composed(b.q, b.k, b.v, b.kb, b.vb, b.mask, o);
+    expect_close(vec(ya), vec(yb), 1e-12, 1e-12);
+    sum(mul(ya, dy)).backward();
+    sum(mul(yb, dy)).backward();
+    for (auto [x, y] : {std::pair{&a.q, &b.q}, {&a.k, &b.k}, {&a.v, &b.v}, {&a.kb, &b.kb}, {&a.vb, &b.vb}})
+      expect_close(vec(x->grad()), vec(y->grad()), 1e-11, 1e-11);
+  }
+  set_num_threads(before);
 }
 
 TEST_CASE("long_short_attention: bad arguments are rejected with what to change", "[long_short]") {
