@@ -54,8 +54,11 @@ Dims dims_of(const Tensor& q, const Tensor& kbar, const LongShortGeometry& geo) 
   d.s = geo.span();
   d.ext = geo.ext();
   d.seg = geo.seg();
-  // About 64 queries per task by default: enough to amortise the band, small enough for many tasks.
-  int64_t want = std::max<int64_t>(geo.block > 0 ? geo.block : 64, 2 * d.ext);
+  // By default 4·R queries per task, within [64, 256]: enough to amortise loading the R global
+  // slots and to keep backward's per-block dK̄/dV̄ partials (n/L · R · e) at ≤ n·e/4 for R ≤ 64,
+  // small enough for many tasks. Independent of the thread count, so results are too.
+  const int64_t automatic = std::clamp<int64_t>(4 * d.R, 64, 256);
+  int64_t want = std::max<int64_t>(geo.block > 0 ? geo.block : automatic, 2 * d.ext);
   d.L = (want + d.seg - 1) / d.seg * d.seg;
   d.nblocks = d.n > 0 ? (d.n + d.L - 1) / d.L : 0;
   return d;
