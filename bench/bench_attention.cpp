@@ -1,0 +1,412 @@
+// bench_attention: CPU time and peak memory of the forward + backward pass of ONE attention layer
+// versus the sequence length n, for the bidirectional long-short attention
+// (nn::LongShortAttention, transformer-ls.md §2.3) and full softmax attention (nn::FullAttention);
+// and the LRA configuration that bench/torch_long_short.py reimplements in PyTorch.
+// bench/run_attention.py runs both and writes the "attention-cpu" section of bench/RESULTS.md.
+//
+// Cases (batch 1 unless said; e = d / h):
+//   scale/<variant>/d<d>h<h>/n<n>   n = 1K, 2K, 4K, ... up to --max-n (default 64K), for
+//       d 64 with 2 heads and d 512 with 8 heads, variants ls-w8-r32, ls-w128-r32 (long-short
+//       with window w and rank r) and full. Full attention is skipped where its logits
+//       (B·h·n² floats) exceed --max-bytes; any case whose predicted time exceeds --budget is
+//       skipped (prediction: the previous n's time × 2 for long-short, × 4 for full).
+//   lra/ls-w8-r32   batch 4, n 4096, d 64, 2 heads, w 8, r 32, with a padding mask (sequence b
+//       has its last 37·b tokens padded, as LRA's inputs are padded), the configuration of the
+//       PyTorch comparison. --dump DIR writes its weights (DIR/weights.safetensors, via
+//       Module::save) and DIR/io.safetensors: x, mask, dy, y = layer(x), dx and every parameter's
+//       gradient ("grad.<name>") after y.backward(dy).
+//
+// Weights: every module is built right after lsf::manual_seed(kSeed) (Linear's default
+// initialisation), then its LayerNorm affines are set to 1 + 0.1·N(0,1) and 0.1·N(0,1), so the
+// comparison also exercises them. Inputs x ~ N(0,1) [B, n, d] (requires grad) and a fixed
+// upstream gradient dy ~ N(0,1) from a generator seeded with kSeed.
+//
+// Method (as bench_ops.cpp; torch_long_short.py mirrors it): one forward+backward call = drop
+// the gradients of x and of every parameter (undefined: fresh allocation, no accumulation),
+// y = layer(x), y.backward(dy). `--warmup` calls, then a calibration of calls per sample so one
+// sample lasts ≥ --min-sample-ms, then samples (steady_clock, or with --clock cpu the process's
+// CPU time) until ≥ --min-samples and ≥ --sample-time seconds, or --max-samples. Reported: median
+// (min, max) per call. Peak memory: after the timing, lsf::reset_peak_memory() and one more call;
+// peak_bytes is the allocator's high-water mark during it (live buffers, including the weights,
+// x and dy that exist before the call: baseline_bytes), extra_bytes = peak − baseline.
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <lsformer/lsformer.h>
+
+#include "models/attention/full_attention.h"
+#include "models/attention/long_short.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint64_t kSeed = 1234;
+
+// ---- options, from one table (so --help cannot drift from the parser) ----------------------
+
+struct Options {
+  int threads = 0;  // 0: all processors
+  std::string filter;         // substring of the case name to select
+  double sample_s = 1.0;      // sampling time per measurement
+  double budget_s = 60.0;     // skip cases predicted to take longer (warm-up + min samples)
+  double max_bytes = 8.0 * (1 << 30);  // full attention: skip when B·h·n²·4 exceeds it
+  int64_t min_n = 1024, max_n = 65536;
+  int warmup = 1;
+  int min_samples = 3;
+  int max_samples = 50;
+  double min_sample_ms = 1.0;
+  bool cpu_clock = false;
+  bool list = false;
+  std::string dump;  // directory for the LRA case's weights and tensors
+};
+
+struct Flag {
+  const char* name;
+  const char* arg;  // nullptr: a switch
+  const char* help;
+  std::function<void(Options&, const std::string&)> set;
+};
+
+const std::vector<Flag>& flags() {
+  static const std::vector<Flag> table = {
+      {"--threads", "N", "threads for lsformer's loops and OpenBLAS (default: all processors)",
+       [](Options& o, const std::string& v) { o.threads = std::stoi(v); }},
+      {"--filter", "TEXT", "only cases whose name contains TEXT (e.g. lra, scale/full, d64h2/n4096)",
+       [](Options& o, const std::string& v) { o.filter = v; }},
+      {"--sample-time", "SECONDS", "sampling time per measurement (default 1.0)",
+       [](Options& o, const std::string& v) { o.sample_s = std::stod(v); }},
+      {"--budget", "SECONDS", "skip a case predicted to take longer than this (default 60)",
+       [](Options& o, const std::string& v) { o.budget_s = std::stod(v); }},
+      {"--max-bytes", "BYTES", "skip full attention when its n×n logits exceed this (default 8 GiB = 8589934592)",
+       [](Options& o, const std::string& v) { o.max_bytes = std::stod(v); }},
+      {"--min-n", "N", "smallest n of the scaling cases (default 1024)",
+       [](Options& o, const std::string& v) { o.min_n = std::stoll(v); }},
+      {"--max-n", "N", "largest n of the scaling cases (default 65536)",
+       [](Options& o, const std::string& v) { o.max_n = std::stoll(v); }},
+      {"--warmup", "N", "warm-up calls before calibration (default 1)",
+       [](Options& o, const std::string& v) { o.warmup = std::stoi(v); }},
+      {"--min-samples", "N", "at least N samples (default 3)",
+       [](Options& o, const std::string& v) { o.min_samples = std::stoi(v); }},
+      {"--max-samples", "N", "at most N samples (default 50)",
+       [](Options& o, const std::string& v) { o.max_samples = std::stoi(v); }},
+      {"--min-sample-ms", "MS", "repeat fast calls so one sample lasts at least MS (default 1.0)",
+       [](Options& o, const std::string& v) { o.min_sample_ms = std::stod(v); }},
+      {"--clock", "wall|cpu",
+       "wall: steady_clock (default); cpu: process CPU time, robust to other load with --threads 1",
+       [](Options& o, const std::string& v) {
+         LSF_CHECK(v == "wall" || v == "cpu") << "--clock: expected wall or cpu, got " << v;
+         o.cpu_clock = v == "cpu";
+       }},
+      {"--dump", "DIR", "write the LRA case's weights, inputs, outputs and gradients to DIR",
+       [](Options& o, const std::string& v) { o.dump = v; }},
+      {"--list", nullptr, "list the cases and exit",
+       [](Options& o, const std::string&) { o.list = true; }},
+  };
+  return table;
+}
+
+void usage(std::ostream& os) {
+  os << "usage: bench_attention [options]   (JSON lines on stdout)\n\noptions:\n";
+  for (const Flag& f : flags()) {
+    std::string left = std::string(f.name) + (f.arg ? std::string(" ") + f.arg : "");
+    os << "  " << left << std::string(left.size() < 24 ? 24 - left.size() : 1, ' ') << f.help << "\n";
+  }
+}
+
+// ---- timing (as bench_ops.cpp) ---------------------------------------------------------------
+
+struct Timing {
+  double median_ms = 0, min_ms = 0, max_ms = 0;
+  int samples = 0;
+  int inner = 0;
+};
+
+double now_ms(bool cpu_clock) {
+  if (cpu_clock) {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) * 1e-6;
+  }
+  return std::chrono::duration<double, std::milli>(Clock::now().time_since_epoch()).count();
+}
+
+Timing time_call(const std::function<void()>& call, const Options& opt) {
+  double last_ms = 0;
+  for (int i = 0; i < std::max(opt.warmup, 1); ++i) {
+    double t0 = now_ms(opt.cpu_clock);
+    call();
+    last_ms = now_ms(opt.cpu_clock) - t0;
+  }
+  Timing t;
+  t.inner = int(std::clamp(std::ceil(opt.min_sample_ms / std::max(last_ms, 1e-6)), 1.0, 100000.0));
+  std::vector<double> per_call;
+  double total_ms = 0;
+  while (int(per_call.size()) < opt.max_samples &&
+         (int(per_call.size()) < opt.min_samples || total_ms < opt.sample_s * 1e3)) {
+    double t0 = now_ms(opt.cpu_clock);
+    for (int i = 0; i < t.inner; ++i) call();
+    double ms = now_ms(opt.cpu_clock) - t0;
+    total_ms += ms;
+    per_call.push_back(ms / t.inner);
+  }
+  std::sort(per_call.begin(), per_call.end());
+  size_t k = per_call.size();
+  t.median_ms = k % 2 ? per_call[k / 2] : 0.5 * (per_call[k / 2 - 1] + per_call[k / 2]);
+  t.min_ms = per_call.front();
+  t.max_ms = per_call.back();
+  t.samples = int(k);
+  return t;
+}
+
+// ---- the cases -------------------------------------------------------------------------------
+
+struct Variant {
+  std::string name;  // "ls-w8-r32" or "full"
+  int64_t window = 0, rank = 0;
+  bool full = false;
+};
+
+struct Case {
+  std::string name;  // "scale/ls-w8-r32/d64h2/n4096", "lra/ls-w8-r32"
+  Variant variant;
+  int64_t batch, n, dim, heads;
+  bool masked = false;  // LRA-style padding: sequence b has its last 37·b tokens padded
+};
+
+const std::vector<Variant>& variants() {
+  static const std::vector<Variant> v = {{"ls-w8-r32", 8, 32, false}, {"ls-w128-r32", 128, 32, false},
+                                         {"full", 0, 0, true}};
+  return v;
+}
+
+// Scaling cases grouped by series (variant × width) in increasing n, so a series can stop early.
+std::vector<std::vector<Case>> scaling_series(const Options& opt) {
+  std::vector<std::vector<Case>> out;
+  for (auto [d, h] : {std::pair<int64_t, int64_t>{64, 2}, {512, 8}}) {
+    for (const Variant& v : variants()) {
+      std::vector<Case> series;
+      for (int64_t n = opt.min_n; n <= opt.max_n; n *= 2) {
+        std::string name = "scale/" + v.name + "/d" + std::to_string(d) + "h" + std::to_string(h) + "/n" +
+                           std::to_string(n);
+        series.push_back({name, v, 1, n, d, h});
+      }
+      out.push_back(series);
+    }
+  }
+  return out;
+}
+
+Case lra_case() { return {"lra/ls-w8-r32", variants()[0], 4, 4096, 64, 2, true}; }
+
+std::shared_ptr<lsf::nn::Attention> make_layer(const Case& c) {
+  lsf::manual_seed(kSeed);
+  std::shared_ptr<lsf::nn::Attention> layer;
+  if (c.variant.full) {
+    layer = std::make_shared<lsf::nn::FullAttention>(lsf::nn::FullAttentionOptions{.dim = c.dim, .heads = c.heads});
+  } else {
+    auto ls = std::make_shared<lsf::nn::LongShortAttention>(lsf::nn::LongShortOptions{
+        .dim = c.dim, .heads = c.heads, .window = c.variant.window, .rank = c.variant.rank});
+    // Non-trivial LayerNorm affines, so the PyTorch comparison checks them too.
+    lsf::Generator gen(kSeed + 1);
+    lsf::NoGradGuard no_grad;
+    for (auto& ln : {ls->dual_ln_s, ls->dual_ln_l}) {
+      ln->weight.copy_(lsf::add(lsf::mul(lsf::randn(ln->weight.shape(), {}, &gen), 0.1), 1.0));
+      ln->bias.copy_(lsf::mul(lsf::randn(ln->bias.shape(), {}, &gen), 0.1));
+    }
+    layer = ls;
+  }
+  return layer;
+}
+
+// The inputs and one forward + backward call of a case.
+struct Prepared {
+  std::shared_ptr<lsf::nn::Attention> layer;
+  lsf::Tensor x, dy, mask;  // x [B, n, d] requires grad; dy [B, n, d]; mask [B, n] bool or undefined
+  lsf::Tensor call() const {
+    x.set_grad(lsf::Tensor());
+    layer->zero_grad();
+    lsf::nn::AttentionArgs args;
+    args.mask = mask;
+    lsf::Tensor y = layer->forward(x, args);
+    y.backward(dy);
+    return y;
+  }
+};
+
+Prepared prepare(const Case& c) {
+  Prepared p;
+  p.layer = make_layer(c);
+  lsf::Generator gen(kSeed);
+  p.x = lsf::randn({c.batch, c.n, c.dim}, lsf::TensorOptions(lsf::kF32).requires_grad(true), &gen);
+  p.dy = lsf::randn({c.batch, c.n, c.dim}, {}, &gen);
+  if (c.masked) {
+    std::vector<bool> real(static_cast<size_t>(c.batch * c.n));
+    for (int64_t b = 0; b < c.batch; ++b)
+      for (int64_t t = 0; t < c.n; ++t) real[static_cast<size_t>(b * c.n + t)] = t < c.n - 37 * b;
+    p.mask = lsf::tensor(real, {c.batch, c.n});
+  }
+  return p;
+}
+
+double logits_bytes(const Case& c) { return 4.0 * double(c.batch) * double(c.heads) * double(c.n) * double(c.n); }
+
+// ---- output ----------------------------------------------------------------------------------
+
+std::string case_fields(const Case& c) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "\"impl\": \"lsformer\", \"case\": \"%s\", \"variant\": \"%s\", \"batch\": %lld, \"n\": %lld, "
+                "\"dim\": %lld, \"heads\": %lld, \"window\": %lld, \"rank\": %lld, \"masked\": %s",
+                c.name.c_str(), c.variant.name.c_str(), (long long)c.batch, (long long)c.n, (long long)c.dim,
+                (long long)c.heads, (long long)c.variant.window, (long long)c.variant.rank,
+                c.masked ? "true" : "false");
+  return buf;
+}
+
+void emit_skip(const Case& c, const std::string& reason) {
+  std::printf("{%s, \"skipped\": \"%s\"}\n", case_fields(c).c_str(), reason.c_str());
+  std::fflush(stdout);
+}
+
+void emit(const Options& opt, const Case& c, const Timing& t, const lsf::MemoryStats& mem, int64_t baseline) {
+  std::printf("{%s, \"phase\": \"forward_backward\", \"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, "
+              "\"samples\": %d, \"inner\": %d, \"threads\": %d, \"clock\": \"%s\", \"peak_bytes\": %lld, "
+              "\"baseline_bytes\": %lld, \"extra_bytes\": %lld}\n",
+              case_fields(c).c_str(), t.median_ms, t.min_ms, t.max_ms, t.samples, t.inner, lsf::get_num_threads(),
+              opt.cpu_clock ? "cpu" : "wall", (long long)mem.peak_bytes, (long long)baseline,
+              (long long)(mem.peak_bytes - baseline));
+  std::fflush(stdout);
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (ch == '\n') {
+      out += "\\n";
+    } else if (static_cast<unsigned char>(ch) >= 0x20) {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+// Times one case; returns its median ms. Peak memory comes from one extra call after the timing.
+double measure(const Options& opt, const Case& c) {
+  Prepared p = prepare(c);
+  Timing t = time_call([&p] { (void)p.call(); }, opt);
+  lsf::reset_peak_memory();
+  int64_t baseline = lsf::memory_stats().current_bytes;
+  (void)p.call();
+  lsf::MemoryStats mem = lsf::memory_stats();
+  emit(opt, c, t, mem, baseline);
+  return t.median_ms;
+}
+
+void dump(const Options& opt, const Case& c) {
+  Prepared p = prepare(c);
+  lsf::Tensor y = p.call();
+  p.layer->save(opt.dump + "/weights.safetensors", {{"case", c.name}});
+  lsf::NamedTensors io = {{"x", p.x.detach()}, {"mask", p.mask}, {"dy", p.dy}, {"y", y.detach()},
+                          {"dx", p.x.grad()}};
+  for (const auto& [name, param] : p.layer->named_parameters()) io.push_back({"grad." + name, param.grad()});
+  lsf::save_safetensors(opt.dump + "/io.safetensors", io,
+                        {{"case", c.name},
+                         {"window", std::to_string(c.variant.window)},
+                         {"rank", std::to_string(c.variant.rank)},
+                         {"heads", std::to_string(c.heads)}});
+  std::fprintf(stderr, "bench_attention: wrote %s/weights.safetensors and %s/io.safetensors\n", opt.dump.c_str(),
+               opt.dump.c_str());
+}
+
+bool selected(const Options& opt, const Case& c) { return opt.filter.empty() || c.name.find(opt.filter) != std::string::npos; }
+
+int run(const Options& opt) {
+  std::vector<std::vector<Case>> series = scaling_series(opt);
+  Case lra = lra_case();
+  if (opt.list) {
+    std::printf("%s\n", lra.name.c_str());
+    for (const auto& s : series)
+      for (const Case& c : s) std::printf("%s\n", c.name.c_str());
+    return 0;
+  }
+  LSF_CHECK(opt.dump.empty() || opt.filter.empty() || selected(opt, lra))
+      << "--dump writes the LRA case, but --filter '" << opt.filter << "' excludes " << lra.name;
+  lsf::set_num_threads(opt.threads > 0 ? opt.threads : int(std::max(1u, std::thread::hardware_concurrency())));
+  std::printf("{\"meta\": {\"impl\": \"lsformer\", \"version\": \"%s\", \"threads\": %d, \"build_info\": \"%s\"}}\n",
+              lsf::version().c_str(), lsf::get_num_threads(), json_escape(lsf::build_info()).c_str());
+  std::fflush(stdout);
+  if (!opt.dump.empty()) dump(opt, lra);
+  if (selected(opt, lra)) measure(opt, lra);
+  for (const auto& s : series) {
+    double last_ms = 0;  // the previous n's median (0: none measured yet)
+    bool over_budget = false;
+    for (const Case& c : s) {
+      if (!selected(opt, c)) continue;
+      if (c.variant.full && logits_bytes(c) > opt.max_bytes) {
+        emit_skip(c, "logits exceed --max-bytes");
+        continue;
+      }
+      // Warm-up + calibration + min samples ≈ (warmup + 1 + min_samples) calls.
+      double predicted_s = last_ms * (c.variant.full ? 4.0 : 2.0) * 1e-3 * (opt.warmup + 1 + opt.min_samples);
+      if (over_budget || predicted_s > opt.budget_s) {
+        over_budget = true;
+        emit_skip(c, "predicted time exceeds --budget");
+        continue;
+      }
+      last_ms = measure(opt, c);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      usage(std::cout);
+      return 0;
+    }
+    auto flag = std::find_if(flags().begin(), flags().end(), [&](const Flag& f) { return arg == f.name; });
+    if (flag == flags().end()) {
+      std::cerr << "bench_attention: unknown argument '" << arg << "'\n";
+      usage(std::cerr);
+      return 2;
+    }
+    std::string value;
+    if (flag->arg) {
+      if (i + 1 >= argc) {
+        std::cerr << "bench_attention: " << flag->name << " needs a value (" << flag->arg << ")\n";
+        return 2;
+      }
+      value = argv[++i];
+    }
+    try {
+      flag->set(opt, value);
+    } catch (const std::exception&) {
+      std::cerr << "bench_attention: bad value '" << value << "' for " << flag->name << "\n";
+      return 2;
+    }
+  }
+  try {
+    return run(opt);
+  } catch (const lsf::Error& e) {
+    std::cerr << "bench_attention: error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,301 @@
+#!/usr/bin/python3
+"""Runs the attention benchmark (bench_attention, lsformer) and its PyTorch comparison
+(torch_long_short.py) and writes the "Attention on the CPU" section of bench/RESULTS.md.
+
+    /usr/bin/python3 bench/run_attention.py build/bench/bench_attention --threads 2
+
+Builds nothing. Two parts:
+  1. LRA configuration (batch 4, n 4096, d 64, 2 heads, w 8, r 32, padded as LRA's inputs):
+     bench_attention --dump writes the seeded weights, inputs, lsformer's output and gradients;
+     torch_long_short.py checks its own float32 (and float64) result against them and both sides
+     time forward + backward, --rounds times, alternating which runs first; median over rounds.
+     Target: lsformer at least 5x faster than PyTorch, outputs equal within float32 tolerance.
+  2. Scaling: one bench_attention process times forward + backward and the peak memory of one
+     layer for n = 1K ... --max-n (long-short w8-r32 and w128-r32, full attention; d 64 / 2 heads
+     and d 512 / 8 heads; batch 1) and reports time(2n) / time(n) from n = 4K. Target for
+     long-short: <= 2.2 (linear); full attention grows about 4x per doubling (quadratic).
+
+Only the text between <!-- attention-cpu:begin --> and <!-- attention-cpu:end --> in RESULTS.md is
+replaced; other sections stay as they are.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BEGIN, END = "<!-- attention-cpu:begin -->", "<!-- attention-cpu:end -->"
+LS_TARGET, SPEEDUP_TARGET, RATIO_FROM_N = 2.2, 5.0, 4096
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("bench_attention", help="path to the built bench_attention binary")
+    p.add_argument("--threads", type=int, required=True, help="threads for both sides")
+    p.add_argument("--rounds", type=int, default=3, help="rounds of the LRA comparison (default 3)")
+    p.add_argument("--sample-time", type=float, default=1.0, help="sampling seconds per measurement (default 1.0)")
+    p.add_argument("--budget", type=float, default=60.0,
+                   help="skip scaling cases predicted to take longer than this many seconds (default 60)")
+    p.add_argument("--max-bytes", type=float, default=8 * 2 ** 30,
+                   help="skip full attention when its n x n logits exceed this (default 8 GiB)")
+    p.add_argument("--max-n", type=int, default=65536, help="largest n of the scaling sweep (default 65536)")
+    p.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="wall (default) or cpu time")
+    p.add_argument("--skip-scaling", action="store_true", help="run the LRA comparison only")
+    p.add_argument("--skip-lra", action="store_true", help="run the scaling sweep only")
+    p.add_argument("--results", default=os.path.join(HERE, "RESULTS.md"), help="the RESULTS.md to update")
+    p.add_argument("--no-write", action="store_true", help="print the tables only")
+    p.add_argument("--note", action="append", default=[], help="a line to add under the tables (repeatable)")
+    p.add_argument("--python", default="/usr/bin/python3", help="interpreter for torch_long_short.py")
+    p.add_argument("--dump-dir", default=None, help="where the LRA case is dumped (default: a temporary directory)")
+    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                   help="environment variable for both sides, e.g. OMP_WAIT_POLICY=passive (repeatable)")
+    return p.parse_args()
+
+
+def run_json(cmd, env, allow_fail=False):
+    """Runs cmd, echoing its stderr; returns (meta, rows, returncode) from its JSON lines."""
+    print("+ " + shlex.join(cmd), file=sys.stderr, flush=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.stderr.strip():
+        print(proc.stderr.rstrip(), file=sys.stderr)
+    if proc.returncode != 0 and not allow_fail:
+        raise RuntimeError(f"{shlex.join(cmd)} exited with {proc.returncode}")
+    meta, rows = {}, []
+    for line in proc.stdout.splitlines():
+        if line.strip():
+            obj = json.loads(line)
+            if "meta" in obj:
+                meta = obj["meta"]
+            else:
+                rows.append(obj)
+    return meta, rows, proc.returncode
+
+
+def machine():
+    model, cores, siblings, packages = "unknown", None, None, set()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            key, value = key.strip(), value.strip()
+            if key == "model name":
+                model = value
+            elif key == "cpu cores":
+                cores = int(value)
+            elif key == "siblings":
+                siblings = int(value)
+            elif key == "physical id":
+                packages.add(value)
+    text = f"{model}; {len(os.sched_getaffinity(0))} logical CPUs available to this process"
+    if cores and siblings:
+        text += (f" ({max(len(packages), 1)} socket(s) × {cores} cores × {siblings // cores} threads/core "
+                 "as reported by /proc/cpuinfo)")
+    with open("/proc/meminfo") as f:
+        mem = next((line.split()[1] for line in f if line.startswith("MemTotal:")), None)
+    if mem:
+        text += f", {int(mem) / 2 ** 20:.0f} GiB RAM"
+    return text
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def git_revision():
+    try:
+        rev = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", HERE, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+        return rev + (" (with uncommitted changes)" if dirty else "")
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        return "unknown"
+
+
+def fmt_ms(v):
+    if v is None:
+        return "—"
+    return f"{v:.3f}" if v < 10 else f"{v:.2f}" if v < 100 else f"{v:.1f}"
+
+
+def fmt_mib(b):
+    return "—" if b is None else f"{b / 2 ** 20:.1f}"
+
+
+def lra_part(args, env, common, dump_dir):
+    """The LRA comparison: (markdown lines, summary text)."""
+    bench = [args.bench_attention] + common + ["--filter", "lra"]
+    torch_cmd = [args.python, os.path.join(HERE, "torch_long_short.py"), dump_dir, "--threads", str(args.threads),
+                 "--sample-time", str(args.sample_time), "--clock", args.clock]
+    _, _, _ = run_json(bench + ["--dump", dump_dir, "--min-samples", "1", "--sample-time", "0"], env)
+    pt_meta, check_rows, rc = run_json(torch_cmd + ["--no-time"], env, allow_fail=True)
+    check = next((r for r in check_rows if "check" in r), None)
+    if check is None:
+        raise RuntimeError(f"torch_long_short.py produced no check (exit {rc})")
+    times = {"lsformer": [], "pytorch": []}
+    mins = {"lsformer": [], "pytorch": []}
+    peak = None
+    for rnd in range(args.rounds):
+        sides = [("lsformer", bench), ("pytorch", torch_cmd + ["--no-check"])]
+        if rnd % 2:
+            sides.reverse()
+        for impl, cmd in sides:
+            _, rows, _ = run_json(cmd, env)
+            for r in rows:
+                if r.get("phase") == "forward_backward":
+                    times[impl].append(r["median_ms"])
+                    mins[impl].append(r["min_ms"])
+                    peak = r.get("extra_bytes", peak) if impl == "lsformer" else peak
+        print(f"LRA round {rnd + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+    lsf, pt = statistics.median(times["lsformer"]), statistics.median(times["pytorch"])
+    speedup = pt / lsf
+    lines = ["### LRA configuration vs PyTorch", "",
+             f"Batch {check['batch']}, n {check['n']}, d {check['dim']}, {check['heads']} heads, w {check['window']}, "
+             f"r {check['rank']}, padded (sequence b has its last 37·b tokens padded); forward + backward of one "
+             "layer with seeded weights and inputs (`bench_attention --dump`), PyTorch: `bench/torch_long_short.py`, "
+             "written from transformer-ls.md §2.3 (padded K/V, unfolded overlapping tiles, one joint softmax).", "",
+             "| impl | median ms | min ms | lsformer peak extra MiB |", "|---|---|---|---|",
+             f"| lsformer | {fmt_ms(lsf)} | {fmt_ms(min(mins['lsformer']))} | {fmt_mib(peak)} |",
+             f"| PyTorch {pt_meta.get('version', '?')} | {fmt_ms(pt)} | {fmt_ms(min(mins['pytorch']))} | — |", "",
+             f"**Speed-up (PyTorch / lsformer medians): {speedup:.2f}×** (target ≥ {SPEEDUP_TARGET:.0f}×: "
+             f"{'met' if speedup >= SPEEDUP_TARGET else 'NOT met'}); ratio of fastest samples "
+             f"{min(mins['pytorch']) / min(mins['lsformer']):.2f}×.", "",
+             f"Output check (largest |difference|; pass: ≤ tol · max(1, max|ref|), tol = 4·n·2⁻²⁴ = {check['tol']:.2e}): "
+             f"{'**pass**' if check['pass'] else '**FAIL**'}.", "",
+             "| tensor | max abs | lsformer vs PyTorch f32 | lsformer vs PyTorch f64 | PyTorch f32 vs f64 |",
+             "|---|---|---|---|---|"]
+    for name, r in check["check"].items():
+        lines.append(f"| {name} | {r['max_abs']:.3g} | {r['lsformer_vs_torch32']:.2e} | "
+                     f"{r['lsformer_vs_torch64']:.2e} | {r['torch32_vs_torch64']:.2e} |")
+    summary = f"LRA: lsformer {fmt_ms(lsf)} ms, PyTorch {fmt_ms(pt)} ms, speed-up {speedup:.2f}×, check " + \
+              ("pass" if check["pass"] else "FAIL")
+    return lines + [""], summary, pt_meta
+
+
+def scaling_part(args, env, common):
+    """The scaling sweep: (markdown lines, summary text)."""
+    cmd = [args.bench_attention] + common + ["--filter", "scale/", "--budget", str(args.budget),
+                                            "--max-bytes", str(int(args.max_bytes)), "--max-n", str(args.max_n)]
+    _, rows, _ = run_json(cmd, env)
+    series = {}  # (dim, heads) -> variant -> n -> row
+    for r in rows:
+        series.setdefault((r["dim"], r["heads"]), {}).setdefault(r["variant"], {})[r["n"]] = r
+    lines = ["### Scaling with n (batch 1, forward + backward of one layer)", "",
+             f"Cases skipped: full attention where its logits (h·n² floats) exceed {args.max_bytes / 2 ** 30:.1f} GiB; "
+             f"any case predicted to take more than {args.budget:g} s. ratio = time(n) / time(n/2), shown from "
+             f"n = {2 * RATIO_FROM_N} (i.e. time(2n)/time(n) from n = {RATIO_FROM_N}); target for long-short ≤ "
+             f"{LS_TARGET}. Peak extra = allocator high-water mark during one call minus the bytes live before it "
+             "(weights, x, dy).", ""]
+    summary = []
+    for (d, h), by_variant in sorted(series.items()):
+        variants = list(by_variant)
+        ns = sorted({n for v in by_variant.values() for n in v})
+        lines.append(f"#### d {d}, {h} heads")
+        lines.append("")
+        header = "| n | " + " | ".join(f"{v} ms | {v} ratio | {v} peak extra MiB" for v in variants) + " |"
+        lines += [header, "|" + "---|" * (1 + 3 * len(variants))]
+        worst = {}
+        for n in ns:
+            cells = []
+            for v in variants:
+                r = by_variant[v].get(n)
+                prev = by_variant[v].get(n // 2)
+                if r is None or "skipped" in r:
+                    cells += ["skipped" if r else "—", "—", "—"]
+                    continue
+                ratio = None
+                if prev and "median_ms" in prev and n // 2 >= RATIO_FROM_N:
+                    ratio = r["median_ms"] / prev["median_ms"]
+                    if v.startswith("ls"):
+                        worst[v] = max(worst.get(v, 0.0), ratio)
+                cells += [fmt_ms(r["median_ms"]), "—" if ratio is None else f"{ratio:.2f}", fmt_mib(r["extra_bytes"])]
+            lines.append(f"| {n} | " + " | ".join(cells) + " |")
+        lines.append("")
+        for v, w in worst.items():
+            text = f"d {d} / {h} heads, {v}: largest time(2n)/time(n) from n = {RATIO_FROM_N}: {w:.2f} " \
+                   f"(target ≤ {LS_TARGET}: {'met' if w <= LS_TARGET else 'NOT met'})"
+            lines.append(f"- {text}")
+            summary.append(text)
+        lines.append("")
+    return lines, summary
+
+
+def main():
+    args = parse_args()
+    args.bench_attention = os.path.abspath(args.bench_attention)
+    env = dict(os.environ)
+    for item in args.env:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            print(f"run_attention: --env expects NAME=VALUE, got {item!r}", file=sys.stderr)
+            return 2
+        env[name] = value
+    common = ["--threads", str(args.threads), "--sample-time", str(args.sample_time), "--clock", args.clock]
+    load_before = loadavg()
+    body, summary, pt_meta, lsf_meta = [], [], {}, {}
+    lsf_meta, _, _ = run_json([args.bench_attention, "--threads", str(args.threads), "--filter", "none-such"], env)
+    if not args.skip_lra:
+        with tempfile.TemporaryDirectory() as tmp:
+            dump_dir = args.dump_dir or tmp
+            os.makedirs(dump_dir, exist_ok=True)
+            lines, text, pt_meta = lra_part(args, env, common, dump_dir)
+        body += lines
+        summary.append(text)
+    if not args.skip_scaling:
+        lines, texts = scaling_part(args, env, common)
+        body += lines
+        summary += texts
+    load_after = loadavg()
+    print("\n".join(body))
+
+    cmd_text = shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
+    build = lsf_meta.get("build_info", "").strip().splitlines()
+    out = [BEGIN, "## Attention on the CPU (long-short vs full attention, and vs PyTorch)", "",
+           f"Produced by `/usr/bin/python3 {cmd_text}` on {datetime.date.today().isoformat()} "
+           f"(lsformer {git_revision()}).", "",
+           f"- Machine: {machine()}; Linux {platform.release()}.",
+           f"- Threads: {args.threads} on both sides (lsformer: `--threads`, OpenMP + OpenBLAS; PyTorch: "
+           f"`torch.set_num_threads` + `OPENBLAS_NUM_THREADS`). Load average before / after: "
+           f"{load_before} / {load_after}. Environment set for both: "
+           f"{', '.join(f'`{e}`' for e in args.env) if args.env else 'none'}.",
+           f"- lsformer: {build[0] if build else 'unknown'}; {build[1].strip() if len(build) > 1 else ''}",
+           (f"- PyTorch {pt_meta.get('version', 'unknown')} (Debian, Python {pt_meta.get('python', '?')}); its BLAS: "
+            f"{pt_meta.get('openblas_config', 'unknown')}." if pt_meta else "- PyTorch: not run."),
+           f"- Method: median per-call time of forward + backward after warm-up ({args.clock}-clock time, "
+           f"sampling {args.sample_time} s per case; see the headers of `bench/bench_attention.cpp` and "
+           f"`bench/torch_long_short.py`); LRA comparison over {args.rounds} rounds of one process per side, "
+           "alternating which runs first.", ""]
+    out += body
+    for note in args.note:
+        out.append(note)
+        out.append("")
+    out.append(END)
+    section = "\n".join(out)
+    print("\n".join(summary), file=sys.stderr)
+    if args.no_write:
+        return 0
+    text = ""
+    if os.path.exists(args.results):
+        with open(args.results) as f:
+            text = f.read()
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + section + rest.split(END, 1)[1]
+    else:
+        if not text:
+            text = "# lsformer benchmark results\n\n"
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    with open(args.results, "w") as f:
+        f.write(text)
+    print(f"updated {args.results}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
