@@ -44,12 +44,13 @@
 
 #include <lsformer/lsformer.h>
 
+#include "bench_timing.h"
+
 #include "models/attention/full_attention.h"
 #include "models/attention/long_short.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr uint64_t kSeed = 1234;
 
 // ---- options, from one table (so --help cannot drift from the parser) ----------------------
@@ -123,49 +124,14 @@ void usage(std::ostream& os) {
   }
 }
 
-// ---- timing (as bench_ops.cpp) ---------------------------------------------------------------
+// ---- timing (bench_timing.h) --------------------------------------------------------------------
 
-struct Timing {
-  double median_ms = 0, min_ms = 0, max_ms = 0;
-  int samples = 0;
-  int inner = 0;
-};
-
-double now_ms(bool cpu_clock) {
-  if (cpu_clock) {
-    timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) * 1e-6;
-  }
-  return std::chrono::duration<double, std::milli>(Clock::now().time_since_epoch()).count();
-}
+using lsf::bench::Timing;
 
 Timing time_call(const std::function<void()>& call, const Options& opt) {
-  double last_ms = 0;
-  for (int i = 0; i < std::max(opt.warmup, 1); ++i) {
-    double t0 = now_ms(opt.cpu_clock);
-    call();
-    last_ms = now_ms(opt.cpu_clock) - t0;
-  }
-  Timing t;
-  t.inner = int(std::clamp(std::ceil(opt.min_sample_ms / std::max(last_ms, 1e-6)), 1.0, 100000.0));
-  std::vector<double> per_call;
-  double total_ms = 0;
-  while (int(per_call.size()) < opt.max_samples &&
-         (int(per_call.size()) < opt.min_samples || total_ms < opt.sample_s * 1e3)) {
-    double t0 = now_ms(opt.cpu_clock);
-    for (int i = 0; i < t.inner; ++i) call();
-    double ms = now_ms(opt.cpu_clock) - t0;
-    total_ms += ms;
-    per_call.push_back(ms / t.inner);
-  }
-  std::sort(per_call.begin(), per_call.end());
-  size_t k = per_call.size();
-  t.median_ms = k % 2 ? per_call[k / 2] : 0.5 * (per_call[k / 2 - 1] + per_call[k / 2]);
-  t.min_ms = per_call.front();
-  t.max_ms = per_call.back();
-  t.samples = int(k);
-  return t;
+  return lsf::bench::time_call(call, {.warmup = opt.warmup, .min_samples = opt.min_samples,
+                                       .max_samples = opt.max_samples, .min_sample_ms = opt.min_sample_ms,
+                                       .sample_ms = opt.sample_s * 1e3, .cpu_clock = opt.cpu_clock});
 }
 
 // ---- the cases -------------------------------------------------------------------------------
