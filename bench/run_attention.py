@@ -20,16 +20,22 @@ replaced; other sections stay as they are.
 """
 import argparse
 import datetime
-import json
 import os
 import platform
 import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+from bench_common import fmt_ms, git_revision, loadavg, machine  # noqa: E402
+from bench_common import run_json as _run_json  # noqa: E402
+
+
+def run_json(cmd, env, allow_fail=False):
+    """Runs cmd, echoing it and its stderr; returns (meta, rows, returncode)."""
+    return _run_json(cmd, env, allow_fail=allow_fail, echo=True)
 BEGIN, END = "<!-- attention-cpu:begin -->", "<!-- attention-cpu:end -->"
 LS_TARGET, SPEEDUP_TARGET, RATIO_FROM_N = 2.2, 5.0, 4096
 
@@ -56,72 +62,6 @@ def parse_args():
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="environment variable for both sides, e.g. OMP_WAIT_POLICY=passive (repeatable)")
     return p.parse_args()
-
-
-def run_json(cmd, env, allow_fail=False):
-    """Runs cmd, echoing its stderr; returns (meta, rows, returncode) from its JSON lines."""
-    print("+ " + shlex.join(cmd), file=sys.stderr, flush=True)
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if proc.stderr.strip():
-        print(proc.stderr.rstrip(), file=sys.stderr)
-    if proc.returncode != 0 and not allow_fail:
-        raise RuntimeError(f"{shlex.join(cmd)} exited with {proc.returncode}")
-    meta, rows = {}, []
-    for line in proc.stdout.splitlines():
-        if line.strip():
-            obj = json.loads(line)
-            if "meta" in obj:
-                meta = obj["meta"]
-            else:
-                rows.append(obj)
-    return meta, rows, proc.returncode
-
-
-def machine():
-    model, cores, siblings, packages = "unknown", None, None, set()
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            key, value = key.strip(), value.strip()
-            if key == "model name":
-                model = value
-            elif key == "cpu cores":
-                cores = int(value)
-            elif key == "siblings":
-                siblings = int(value)
-            elif key == "physical id":
-                packages.add(value)
-    text = f"{model}; {len(os.sched_getaffinity(0))} logical CPUs available to this process"
-    if cores and siblings:
-        text += (f" ({max(len(packages), 1)} socket(s) × {cores} cores × {siblings // cores} threads/core "
-                 "as reported by /proc/cpuinfo)")
-    with open("/proc/meminfo") as f:
-        mem = next((line.split()[1] for line in f if line.startswith("MemTotal:")), None)
-    if mem:
-        text += f", {int(mem) / 2 ** 20:.0f} GiB RAM"
-    return text
-
-
-def loadavg():
-    with open("/proc/loadavg") as f:
-        return " ".join(f.read().split()[:3])
-
-
-def git_revision():
-    try:
-        rev = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", HERE, "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True).stdout.strip()
-        return rev + (" (with uncommitted changes)" if dirty else "")
-    except (subprocess.CalledProcessError, FileNotFoundError):
-        return "unknown"
-
-
-def fmt_ms(v):
-    if v is None:
-        return "—"
-    return f"{v:.3f}" if v < 10 else f"{v:.2f}" if v < 100 else f"{v:.1f}"
 
 
 def fmt_mib(b):

@@ -15,7 +15,6 @@ other sections stay as they are.
 """
 import argparse
 import datetime
-import json
 import math
 import os
 import platform
@@ -25,6 +24,8 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+from bench_common import fmt_ms, git_revision, loadavg, machine, run_json  # noqa: E402
 BEGIN, END = "<!-- cpu-ops:begin -->", "<!-- cpu-ops:end -->"
 PHASES = ("forward", "forward_backward")
 
@@ -47,23 +48,6 @@ def parse_args():
     return p.parse_args()
 
 
-def run_json(cmd, env):
-    """Runs cmd, returns (meta, rows) from its JSON lines; raises with its stderr on failure."""
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{shlex.join(cmd)} exited with {proc.returncode}:\n{proc.stderr.strip()}")
-    meta, rows = {}, []
-    for line in proc.stdout.splitlines():
-        if not line.strip():
-            continue
-        obj = json.loads(line)
-        if "meta" in obj:
-            meta = obj["meta"]
-        else:
-            rows.append(obj)
-    return meta, rows
-
-
 def list_cases(bench_ops):
     out = subprocess.run([bench_ops, "--list"], capture_output=True, text=True, check=True).stdout
     cases = []
@@ -71,50 +55,6 @@ def list_cases(bench_ops):
         op, case, shape = line.split(None, 2)
         cases.append((op, case, shape.strip()))
     return cases
-
-
-def machine():
-    model, cores, siblings, packages = "unknown", None, None, set()
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            key, value = key.strip(), value.strip()
-            if key == "model name":
-                model = value
-            elif key == "cpu cores":
-                cores = int(value)
-            elif key == "siblings":
-                siblings = int(value)
-            elif key == "physical id":
-                packages.add(value)
-    logical = len(os.sched_getaffinity(0))
-    sockets = max(len(packages), 1)
-    text = f"{model}; {logical} logical CPUs available to this process"
-    if cores and siblings:
-        text += f" ({sockets} socket(s) × {cores} cores × {siblings // cores} threads/core as reported by /proc/cpuinfo)"
-    return text
-
-
-def loadavg():
-    with open("/proc/loadavg") as f:
-        return " ".join(f.read().split()[:3])
-
-
-def git_revision():
-    try:
-        rev = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", HERE, "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True).stdout.strip()
-        return rev + (" (with uncommitted changes)" if dirty else "")
-    except (subprocess.CalledProcessError, FileNotFoundError):
-        return "unknown"
-
-
-def fmt_ms(v):
-    if v is None:
-        return "—"
-    return f"{v:.3f}" if v < 10 else f"{v:.2f}" if v < 100 else f"{v:.1f}"
 
 
 def main():
@@ -148,7 +88,7 @@ def main():
                 sides.reverse()
             for impl, cmd in sides:
                 try:
-                    meta, rows = run_json(cmd, env)
+                    meta, rows, _ = run_json(cmd, env)
                 except RuntimeError as e:
                     errors[(impl, case)] = str(e).splitlines()[-1]
                     print(f"  {impl} {case}: {errors[(impl, case)]}", file=sys.stderr)

@@ -29,9 +29,7 @@ is imported (Debian's torch does its float GEMMs in libblas.so.3, which set_num_
 reach; see torch_ops.py).
 """
 import argparse
-import ctypes
 import json
-import math
 import os
 import struct
 import sys
@@ -57,6 +55,7 @@ def parse_args():
 
 ARGS = parse_args()
 os.environ["OPENBLAS_NUM_THREADS"] = str(ARGS.threads)
+from bench_common import openblas_config, time_call as _time_call  # noqa: E402
 import torch  # noqa: E402  (after OPENBLAS_NUM_THREADS, which OpenBLAS reads when loaded)
 import torch.nn.functional as F  # noqa: E402
 
@@ -158,34 +157,9 @@ def forward_backward(weights, io, meta, dtype):
 
 
 def time_call(call):
-    clock = time.process_time if ARGS.clock == "cpu" else time.perf_counter
-    last = 0.0
-    for _ in range(max(ARGS.warmup, 1)):
-        t0 = clock()
-        call()
-        last = (clock() - t0) * 1e3
-    inner = int(min(max(math.ceil(ARGS.min_sample_ms / max(last, 1e-6)), 1), 100000))
-    per_call, total = [], 0.0
-    while len(per_call) < ARGS.max_samples and (len(per_call) < ARGS.min_samples or total < ARGS.sample_time * 1e3):
-        t0 = clock()
-        for _ in range(inner):
-            call()
-        ms = (clock() - t0) * 1e3
-        total += ms
-        per_call.append(ms / inner)
-    per_call.sort()
-    k = len(per_call)
-    median = per_call[k // 2] if k % 2 else 0.5 * (per_call[k // 2 - 1] + per_call[k // 2])
-    return {"median_ms": median, "min_ms": per_call[0], "max_ms": per_call[-1], "samples": k, "inner": inner}
-
-
-def openblas_config():
-    try:
-        lib = ctypes.CDLL("libopenblas.so.0")  # the copy torch already loaded through libblas.so.3
-        lib.openblas_get_config.restype = ctypes.c_char_p
-        return lib.openblas_get_config().decode()
-    except (OSError, AttributeError):
-        return "unknown"
+    return _time_call(call, clock=ARGS.clock, warmup=ARGS.warmup, min_samples=ARGS.min_samples,
+                      max_samples=ARGS.max_samples, min_sample_ms=ARGS.min_sample_ms,
+                      sample_ms=ARGS.sample_time * 1e3)
 
 
 def max_diff(a, b):

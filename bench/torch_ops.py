@@ -16,7 +16,6 @@ in libblas.so.3 (OpenBLAS, normally the pthread build), which torch.set_num_thre
 reach, so OPENBLAS_NUM_THREADS is set to N before torch is imported.
 """
 import argparse
-import ctypes
 import json
 import math
 import os
@@ -68,30 +67,14 @@ def parse_args():
 
 ARGS = parse_args()
 os.environ["OPENBLAS_NUM_THREADS"] = str(ARGS.threads)
+from bench_common import openblas_config, time_call as _time_call  # noqa: E402
 import torch  # noqa: E402  (after OPENBLAS_NUM_THREADS, which OpenBLAS reads when loaded)
 import torch.nn.functional as F  # noqa: E402
 
 
 def time_call(call):
-    clock = time.process_time if ARGS.clock == "cpu" else time.perf_counter
-    last = 0.0
-    for _ in range(max(ARGS.warmup, 1)):
-        t0 = clock()
-        call()
-        last = (clock() - t0) * 1e3
-    inner = int(min(max(math.ceil(ARGS.min_sample_ms / max(last, 1e-6)), 1), 100000))
-    per_call, total = [], 0.0
-    while len(per_call) < ARGS.max_samples and (len(per_call) < ARGS.min_samples or total < ARGS.budget * 1e3):
-        t0 = clock()
-        for _ in range(inner):
-            call()
-        ms = (clock() - t0) * 1e3
-        total += ms
-        per_call.append(ms / inner)
-    per_call.sort()
-    k = len(per_call)
-    median = per_call[k // 2] if k % 2 else 0.5 * (per_call[k // 2 - 1] + per_call[k // 2])
-    return {"median_ms": median, "min_ms": per_call[0], "max_ms": per_call[-1], "samples": k, "inner": inner}
+    return _time_call(call, clock=ARGS.clock, warmup=ARGS.warmup, min_samples=ARGS.min_samples,
+                      max_samples=ARGS.max_samples, min_sample_ms=ARGS.min_sample_ms, sample_ms=ARGS.budget * 1e3)
 
 
 def make(op, inputs, dy):
@@ -164,15 +147,6 @@ def gemm_gflop(builder, args):
         batch, m, n, k, _ = args
         return 2e-9 * batch * m * n * k
     return 0.0
-
-
-def openblas_config():
-    try:
-        lib = ctypes.CDLL("libopenblas.so.0")  # the copy torch already loaded through libblas.so.3
-        lib.openblas_get_config.restype = ctypes.c_char_p
-        return lib.openblas_get_config().decode()
-    except (OSError, AttributeError):
-        return "unknown"
 
 
 def main():

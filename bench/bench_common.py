@@ -1,0 +1,120 @@
+"""Shared by the benchmark scripts (run_cpu_ops.py, run_attention.py, torch_ops.py,
+torch_long_short.py): machine facts for RESULTS.md, running a C++ benchmark that prints JSON
+lines, the timing method (the same as bench_timing.h's), and number formatting.
+
+Imports nothing heavy (no torch): torch_ops.py sets OPENBLAS_NUM_THREADS before torch loads.
+"""
+import ctypes
+import json
+import math
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def machine():
+    """CPU model, logical CPUs, sockets × cores × threads and RAM, from /proc."""
+    model, cores, siblings, packages = "unknown", None, None, set()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            key, value = key.strip(), value.strip()
+            if key == "model name":
+                model = value
+            elif key == "cpu cores":
+                cores = int(value)
+            elif key == "siblings":
+                siblings = int(value)
+            elif key == "physical id":
+                packages.add(value)
+    text = f"{model}; {len(os.sched_getaffinity(0))} logical CPUs available to this process"
+    if cores and siblings:
+        text += (f" ({max(len(packages), 1)} socket(s) × {cores} cores × {siblings // cores} threads/core "
+                 "as reported by /proc/cpuinfo)")
+    with open("/proc/meminfo") as f:
+        mem = next((line.split()[1] for line in f if line.startswith("MemTotal:")), None)
+    if mem:
+        text += f", {int(mem) / 2 ** 20:.0f} GiB RAM"
+    return text
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def git_revision():
+    try:
+        rev = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", HERE, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+        return rev + (" (with uncommitted changes)" if dirty else "")
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        return "unknown"
+
+
+def fmt_ms(v):
+    if v is None:
+        return "—"
+    return f"{v:.3f}" if v < 10 else f"{v:.2f}" if v < 100 else f"{v:.1f}"
+
+
+def run_json(cmd, env, allow_fail=False, echo=False):
+    """Runs cmd; returns (meta, rows, returncode) from its JSON lines, where a line holding
+    {"meta": ...} is the meta and every other line a row. echo: print the command and its stderr.
+    A failure raises (with the command's stderr) unless allow_fail."""
+    if echo:
+        print("+ " + shlex.join(cmd), file=sys.stderr, flush=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if echo and proc.stderr.strip():
+        print(proc.stderr.rstrip(), file=sys.stderr)
+    if proc.returncode != 0 and not allow_fail:
+        raise RuntimeError(f"{shlex.join(cmd)} exited with {proc.returncode}:\n{proc.stderr.strip()}")
+    meta, rows = {}, []
+    for line in proc.stdout.splitlines():
+        if line.strip():
+            obj = json.loads(line)
+            if "meta" in obj:
+                meta = obj["meta"]
+            else:
+                rows.append(obj)
+    return meta, rows, proc.returncode
+
+
+def time_call(call, clock="wall", warmup=1, min_samples=3, max_samples=50, min_sample_ms=1.0, sample_ms=1000.0):
+    """Median time per call in ms, as bench_timing.h measures it: warm up, repeat fast calls so a
+    sample lasts at least min_sample_ms, sample until sample_ms is spent (at least min_samples)."""
+    now = time.process_time if clock == "cpu" else time.perf_counter
+    last = 0.0
+    for _ in range(max(warmup, 1)):
+        t0 = now()
+        call()
+        last = (now() - t0) * 1e3
+    inner = int(min(max(math.ceil(min_sample_ms / max(last, 1e-6)), 1), 100000))
+    per_call, total = [], 0.0
+    while len(per_call) < max_samples and (len(per_call) < min_samples or total < sample_ms):
+        t0 = now()
+        for _ in range(inner):
+            call()
+        ms = (now() - t0) * 1e3
+        total += ms
+        per_call.append(ms / inner)
+    per_call.sort()
+    k = len(per_call)
+    median = per_call[k // 2] if k % 2 else 0.5 * (per_call[k // 2 - 1] + per_call[k // 2])
+    return {"median_ms": median, "min_ms": per_call[0], "max_ms": per_call[-1], "samples": k, "inner": inner}
+
+
+def openblas_config():
+    """The configuration string of the OpenBLAS this process loaded (torch's, via libblas.so.3)."""
+    try:
+        lib = ctypes.CDLL("libopenblas.so.0")
+        lib.openblas_get_config.restype = ctypes.c_char_p
+        return lib.openblas_get_config().decode()
+    except (OSError, AttributeError):
+        return "unknown"
