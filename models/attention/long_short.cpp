@@ -85,10 +85,13 @@ Tensor LongShortAttention::forward(const Tensor& x, const AttentionArgs& args, L
   auto merge_heads = [&](const Tensor& t) { return t.permute({0, 2, 1, 3}).reshape({B, t.size(2), o.dim}); };
   const double scale = 1.0 / std::sqrt(double(e));
 
-  // Steps 1–2: queries; LN_L-normalised keys and values.
+  // Steps 1–2: queries; LN_L-normalised keys and values. K and V are made [B, h, n, e]-contiguous
+  // once here (the fused core needs that layout anyway): both their consumers then read and
+  // return gradients in that layout, so autograd sums dK (dV) with dense adds instead of
+  // transposing strided ones. (q is already contiguous: mul writes a fresh row-major tensor.)
   Tensor q = mul(split_heads(W_q->forward(x)), scale);
-  Tensor k = split_heads(dual_ln_l->forward(W_k->forward(x)));
-  Tensor v = split_heads(dual_ln_l->forward(W_v->forward(x)));
+  Tensor k = split_heads(dual_ln_l->forward(W_k->forward(x))).contiguous();
+  Tensor v = split_heads(dual_ln_l->forward(W_v->forward(x))).contiguous();
 
   // Steps 3–4: projection weights (softmax over tokens, padding masked) and compressed K̄, V̄.
   TensorList kbar_parts, vbar_parts;
@@ -104,7 +107,9 @@ Tensor LongShortAttention::forward(const Tensor& x, const AttentionArgs& args, L
     Tensor logits = dconv_fc->forward(x);  // [B, n, h·r]
     if (mask.defined())
       logits = masked_fill(logits, eq(mask.to(x.dtype()), 0.0).view({B, n, 1}), -std::numeric_limits<double>::infinity());
-    Tensor p = softmax(logits, 1).view({B, n, h, r}).permute({0, 2, 3, 1});  // P [B, h, r, n]
+    // P [B, h, r, n], made contiguous: it feeds two products, and autograd's sum of their two
+    // gradients is a dense add in P's own layout instead of a transposing strided one.
+    Tensor p = softmax(logits, 1).view({B, n, h, r}).permute({0, 2, 3, 1}).contiguous();
     Tensor kb = matmul(p, k), vb = matmul(p, v);                             // [B, h, r, e]
     kbar_parts.push_back(kb);
     vbar_parts.push_back(vb);
