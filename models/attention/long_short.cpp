@@ -86,8 +86,8 @@ Tensor LongShortAttention::forward(const Tensor& x, const AttentionArgs& args, L
   const double scale = 1.0 / std::sqrt(double(e));
 
   // Steps 1–2: queries; LN_L-normalised keys and values. K and V are made [B, h, n, e]-contiguous
-  // once here (the fused core needs that layout anyway): both their consumers then read and
-  // return gradients in that layout, so autograd sums dK (dV) with dense adds instead of
+  // once here (the fused core needs that layout anyway): their consumers then read and return
+  // gradients in (nearly) that layout, so autograd sums dK (dV) with dense adds instead of
   // transposing strided ones. (q is already contiguous: mul writes a fresh row-major tensor.)
   Tensor q = mul(split_heads(W_q->forward(x)), scale);
   Tensor k = split_heads(dual_ln_l->forward(W_k->forward(x))).contiguous();
@@ -107,10 +107,12 @@ Tensor LongShortAttention::forward(const Tensor& x, const AttentionArgs& args, L
     Tensor logits = dconv_fc->forward(x);  // [B, n, h·r]
     if (mask.defined())
       logits = masked_fill(logits, eq(mask.to(x.dtype()), 0.0).view({B, n, 1}), -std::numeric_limits<double>::infinity());
-    // P [B, h, r, n], made contiguous: it feeds two products, and autograd's sum of their two
-    // gradients is a dense add in P's own layout instead of a transposing strided one.
-    Tensor p = softmax(logits, 1).view({B, n, h, r}).permute({0, 2, 3, 1}).contiguous();
-    Tensor kb = matmul(p, k), vb = matmul(p, v);                             // [B, h, r, e]
+    Tensor p = softmax(logits, 1).view({B, n, h, r}).permute({0, 2, 3, 1});  // P [B, h, r, n]
+    // P·K and P·V as one product of P (broadcast) with the stack [K, V]: dP is then a single
+    // GEMM written straight in P's memory layout (matmul sums over the broadcast dim), so no
+    // autograd sum of two dP's and no transposing copy before the softmax backward.
+    Tensor kvb = matmul(p.unsqueeze(2), stack({k, v}, 2));  // [B, h, 2, r, e]
+    Tensor kb = kvb.select(2, 0), vb = kvb.select(2, 1);   // [B, h, r, e]
     kbar_parts.push_back(kb);
     vbar_parts.push_back(vb);
     if (trace != nullptr) {
