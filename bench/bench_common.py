@@ -118,3 +118,23 @@ def openblas_config():
         return lib.openblas_get_config().decode()
     except (OSError, AttributeError):
         return "unknown"
+
+
+def update_section(path, begin, end, section):
+    """Replaces the text between the markers begin and end in the results file at path (the
+    markers belong to section), or appends section when the markers are absent; creates the
+    file if needed. Everything else in the file is kept."""
+    text = ""
+    if os.path.exists(path):
+        with open(path) as f:
+            text = f.read()
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + section + rest.split(end, 1)[1]
+    else:
+        if not text:
+            text = "# lsformer benchmark results\n\n"
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    with open(path, "w") as f:
+        f.write(text)
+    print(f"updated {path}", file=sys.stderr)

@@ -29,7 +29,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-from bench_common import fmt_ms, git_revision, loadavg, machine  # noqa: E402
+from bench_common import fmt_ms, git_revision, loadavg, machine, update_section  # noqa: E402
 from bench_common import run_json as _run_json  # noqa: E402
 
 
@@ -220,20 +220,7 @@ def main():
     print("\n".join(summary), file=sys.stderr)
     if args.no_write:
         return 0
-    text = ""
-    if os.path.exists(args.results):
-        with open(args.results) as f:
-            text = f.read()
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + section + rest.split(END, 1)[1]
-    else:
-        if not text:
-            text = "# lsformer benchmark results\n\n"
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    with open(args.results, "w") as f:
-        f.write(text)
-    print(f"updated {args.results}", file=sys.stderr)
+    update_section(args.results, BEGIN, END, section)
     return 0
 
 

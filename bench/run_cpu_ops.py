@@ -25,7 +25,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-from bench_common import fmt_ms, git_revision, loadavg, machine, run_json  # noqa: E402
+from bench_common import fmt_ms, git_revision, loadavg, machine, run_json, update_section  # noqa: E402
 BEGIN, END = "<!-- cpu-ops:begin -->", "<!-- cpu-ops:end -->"
 PHASES = ("forward", "forward_backward")
 
@@ -171,21 +171,7 @@ def main():
 
     if args.no_write:
         return 0
-    text = ""
-    if os.path.exists(args.results):
-        with open(args.results) as f:
-            text = f.read()
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        tail = rest.split(END, 1)[1]
-        text = head + section + tail
-    else:
-        if not text:
-            text = "# lsformer benchmark results\n\n"
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    with open(args.results, "w") as f:
-        f.write(text)
-    print(f"updated {args.results}", file=sys.stderr)
+    update_section(args.results, BEGIN, END, section)
     return 0
 
 
