@@ -44,6 +44,7 @@
 
 #include <lsformer/lsformer.h>
 
+#include "bench_cli.h"
 #include "bench_timing.h"
 
 #include "models/attention/full_attention.h"
@@ -71,12 +72,7 @@ struct Options {
   std::string dump;  // directory for the LRA case's weights and tensors
 };
 
-struct Flag {
-  const char* name;
-  const char* arg;  // nullptr: a switch
-  const char* help;
-  std::function<void(Options&, const std::string&)> set;
-};
+using Flag = lsf::bench::Flag<Options>;
 
 const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = {
@@ -116,13 +112,6 @@ const std::vector<Flag>& flags() {
   return table;
 }
 
-void usage(std::ostream& os) {
-  os << "usage: bench_attention [options]   (JSON lines on stdout)\n\noptions:\n";
-  for (const Flag& f : flags()) {
-    std::string left = std::string(f.name) + (f.arg ? std::string(" ") + f.arg : "");
-    os << "  " << left << std::string(left.size() < 24 ? 24 - left.size() : 1, ' ') << f.help << "\n";
-  }
-}
 
 // ---- timing (bench_timing.h) --------------------------------------------------------------------
 
@@ -341,38 +330,5 @@ int run(const Options& opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options opt;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      usage(std::cout);
-      return 0;
-    }
-    auto flag = std::find_if(flags().begin(), flags().end(), [&](const Flag& f) { return arg == f.name; });
-    if (flag == flags().end()) {
-      std::cerr << "bench_attention: unknown argument '" << arg << "'\n";
-      usage(std::cerr);
-      return 2;
-    }
-    std::string value;
-    if (flag->arg) {
-      if (i + 1 >= argc) {
-        std::cerr << "bench_attention: " << flag->name << " needs a value (" << flag->arg << ")\n";
-        return 2;
-      }
-      value = argv[++i];
-    }
-    try {
-      flag->set(opt, value);
-    } catch (const std::exception&) {
-      std::cerr << "bench_attention: bad value '" << value << "' for " << flag->name << "\n";
-      return 2;
-    }
-  }
-  try {
-    return run(opt);
-  } catch (const lsf::Error& e) {
-    std::cerr << "bench_attention: error: " << e.what() << "\n";
-    return 1;
-  }
+  return lsf::bench::run_main<Options>(argc, argv, "bench_attention", "usage: bench_attention [options]   (JSON lines on stdout)", flags(), run);
 }
