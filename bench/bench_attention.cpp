@@ -75,40 +75,25 @@ struct Options {
 using Flag = lsf::bench::Flag<Options>;
 
 const std::vector<Flag>& flags() {
-  static const std::vector<Flag> table = {
-      {"--threads", "N", "threads for lsformer's loops and OpenBLAS (default: all processors)",
-       [](Options& o, const std::string& v) { o.threads = std::stoi(v); }},
-      {"--filter", "TEXT", "only cases whose name contains TEXT (e.g. lra, scale/full, d64h2/n4096)",
-       [](Options& o, const std::string& v) { o.filter = v; }},
-      {"--sample-time", "SECONDS", "sampling time per measurement (default 1.0)",
-       [](Options& o, const std::string& v) { o.sample_s = std::stod(v); }},
-      {"--budget", "SECONDS", "skip a case predicted to take longer than this (default 60)",
-       [](Options& o, const std::string& v) { o.budget_s = std::stod(v); }},
-      {"--max-bytes", "BYTES", "skip full attention when its n×n logits exceed this (default 8 GiB = 8589934592)",
-       [](Options& o, const std::string& v) { o.max_bytes = std::stod(v); }},
-      {"--min-n", "N", "smallest n of the scaling cases (default 1024)",
-       [](Options& o, const std::string& v) { o.min_n = std::stoll(v); }},
-      {"--max-n", "N", "largest n of the scaling cases (default 65536)",
-       [](Options& o, const std::string& v) { o.max_n = std::stoll(v); }},
-      {"--warmup", "N", "warm-up calls before calibration (default 1)",
-       [](Options& o, const std::string& v) { o.warmup = std::stoi(v); }},
-      {"--min-samples", "N", "at least N samples (default 3)",
-       [](Options& o, const std::string& v) { o.min_samples = std::stoi(v); }},
-      {"--max-samples", "N", "at most N samples (default 50)",
-       [](Options& o, const std::string& v) { o.max_samples = std::stoi(v); }},
-      {"--min-sample-ms", "MS", "repeat fast calls so one sample lasts at least MS (default 1.0)",
-       [](Options& o, const std::string& v) { o.min_sample_ms = std::stod(v); }},
-      {"--clock", "wall|cpu",
-       "wall: steady_clock (default); cpu: process CPU time, robust to other load with --threads 1",
-       [](Options& o, const std::string& v) {
-         LSF_CHECK(v == "wall" || v == "cpu") << "--clock: expected wall or cpu, got " << v;
-         o.cpu_clock = v == "cpu";
-       }},
-      {"--dump", "DIR", "write the LRA case's weights, inputs, outputs and gradients to DIR",
-       [](Options& o, const std::string& v) { o.dump = v; }},
-      {"--list", nullptr, "list the cases and exit",
-       [](Options& o, const std::string&) { o.list = true; }},
-  };
+  static const std::vector<Flag> table = [] {
+    std::vector<Flag> t = lsf::bench::common_flags<Options>("only cases whose name contains TEXT (e.g. lra, scale/full, d64h2/n4096)");
+    std::vector<Flag> own = {
+        {"--sample-time", "SECONDS", "sampling time per measurement (default 1.0)",
+         [](Options& o, const std::string& v) { o.sample_s = std::stod(v); }},
+        {"--budget", "SECONDS", "skip a case predicted to take longer than this (default 60)",
+         [](Options& o, const std::string& v) { o.budget_s = std::stod(v); }},
+        {"--max-bytes", "BYTES", "skip full attention when its n×n logits exceed this (default 8 GiB = 8589934592)",
+         [](Options& o, const std::string& v) { o.max_bytes = std::stod(v); }},
+        {"--min-n", "N", "smallest n of the scaling cases (default 1024)",
+         [](Options& o, const std::string& v) { o.min_n = std::stoll(v); }},
+        {"--max-n", "N", "largest n of the scaling cases (default 65536)",
+         [](Options& o, const std::string& v) { o.max_n = std::stoll(v); }},
+        {"--dump", "DIR", "write the LRA case's weights, inputs, outputs and gradients to DIR",
+         [](Options& o, const std::string& v) { o.dump = v; }},
+    };
+    t.insert(t.end(), own.begin(), own.end());
+    return t;
+  }();
   return table;
 }
 

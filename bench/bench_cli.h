@@ -17,9 +17,44 @@ template <typename Options>
 struct Flag {
   const char* name;
   const char* arg;  // nullptr: a switch
-  const char* help;
+  std::string help;
   std::function<void(Options&, const std::string&)> set;
 };
+
+// The flags every benchmark has. Options needs the members threads, filter, warmup,
+// min_samples, max_samples, min_sample_ms, cpu_clock and list; the help texts show the
+// defaults of a default-constructed Options.
+template <typename Options>
+std::vector<Flag<Options>> common_flags(const char* filter_help) {
+  const Options d{};
+  auto number = [](double v) {
+    std::string s = std::to_string(v);
+    s.erase(s.find_last_not_of('0') + 1);
+    if (!s.empty() && s.back() == '.') s += '0';
+    return s;
+  };
+  return {
+      {"--threads", "N", "threads for lsformer's loops and OpenBLAS (default: all processors)",
+       [](Options& o, const std::string& v) { o.threads = std::stoi(v); }},
+      {"--filter", "TEXT", filter_help, [](Options& o, const std::string& v) { o.filter = v; }},
+      {"--warmup", "N", ("warm-up calls before calibration (default " + std::to_string(d.warmup) + ")"),
+       [](Options& o, const std::string& v) { o.warmup = std::stoi(v); }},
+      {"--min-samples", "N", ("at least N samples (default " + std::to_string(d.min_samples) + ")"),
+       [](Options& o, const std::string& v) { o.min_samples = std::stoi(v); }},
+      {"--max-samples", "N", ("at most N samples (default " + std::to_string(d.max_samples) + ")"),
+       [](Options& o, const std::string& v) { o.max_samples = std::stoi(v); }},
+      {"--min-sample-ms", "MS",
+       ("repeat fast calls so one sample lasts at least MS (default " + number(d.min_sample_ms) + ")"),
+       [](Options& o, const std::string& v) { o.min_sample_ms = std::stod(v); }},
+      {"--clock", "wall|cpu",
+       "wall: steady_clock (default); cpu: process CPU time, robust to other load with --threads 1",
+       [](Options& o, const std::string& v) {
+         LSF_CHECK(v == "wall" || v == "cpu") << "--clock: expected wall or cpu, got " << v;
+         o.cpu_clock = v == "cpu";
+       }},
+      {"--list", nullptr, "list the cases and exit", [](Options& o, const std::string&) { o.list = true; }},
+  };
+}
 
 template <typename Options>
 void print_usage(std::ostream& os, const std::string& synopsis, const std::vector<Flag<Options>>& flags) {

@@ -76,34 +76,19 @@ struct Options {
 using Flag = lsf::bench::Flag<Options>;
 
 const std::vector<Flag>& flags() {
-  static const std::vector<Flag> table = {
-      {"--threads", "N", "threads for lsformer's loops and OpenBLAS (default: all processors)",
-       [](Options& o, const std::string& v) { o.threads = std::stoi(v); }},
-      {"--json", nullptr, "one JSON object per line instead of a table",
-       [](Options& o, const std::string&) { o.json = true; }},
-      {"--filter", "TEXT", "only cases whose \"op case\" contains TEXT",
-       [](Options& o, const std::string& v) { o.filter = v; }},
-      {"--budget", "SECONDS", "sampling time per measurement (default 1.0)",
-       [](Options& o, const std::string& v) { o.budget_s = std::stod(v); }},
-      {"--warmup", "N", "warm-up calls before calibration (default 3)",
-       [](Options& o, const std::string& v) { o.warmup = std::stoi(v); }},
-      {"--min-samples", "N", "at least N samples (default 5)",
-       [](Options& o, const std::string& v) { o.min_samples = std::stoi(v); }},
-      {"--max-samples", "N", "at most N samples (default 100)",
-       [](Options& o, const std::string& v) { o.max_samples = std::stoi(v); }},
-      {"--min-sample-ms", "MS", "repeat fast calls so one sample lasts at least MS (default 1.0)",
-       [](Options& o, const std::string& v) { o.min_sample_ms = std::stod(v); }},
-      {"--clock", "wall|cpu",
-       "wall: steady_clock (default); cpu: process CPU time, robust to other load with --threads 1",
-       [](Options& o, const std::string& v) {
-         LSF_CHECK(v == "wall" || v == "cpu") << "--clock: expected wall or cpu, got " << v;
-         o.cpu_clock = v == "cpu";
-       }},
-      {"--no-sgemm", nullptr, "skip the raw cblas_sgemm reference timings",
-       [](Options& o, const std::string&) { o.no_sgemm = true; }},
-      {"--list", nullptr, "list the cases and exit",
-       [](Options& o, const std::string&) { o.list = true; }},
-  };
+  static const std::vector<Flag> table = [] {
+    std::vector<Flag> t = lsf::bench::common_flags<Options>("only cases whose \"op case\" contains TEXT");
+    std::vector<Flag> own = {
+        {"--json", nullptr, "one JSON object per line instead of a table",
+         [](Options& o, const std::string&) { o.json = true; }},
+        {"--budget", "SECONDS", "sampling time per measurement (default 1.0)",
+         [](Options& o, const std::string& v) { o.budget_s = std::stod(v); }},
+        {"--no-sgemm", nullptr, "skip the raw cblas_sgemm reference timings",
+         [](Options& o, const std::string&) { o.no_sgemm = true; }},
+    };
+    t.insert(t.end(), own.begin(), own.end());
+    return t;
+  }();
   return table;
 }
 
