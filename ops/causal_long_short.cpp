@@ -117,7 +117,7 @@ Tensor causal_long_short_attention_composed(const CausalLongShortInputs& in, con
   for (int64_t t = 0; t < M; ++t)
     for (int64_t j = 0; j < w; ++j) band[size_t(t * w + j)] = t + 1 + j;
   // Chunk positions: slot σ of query t has table row nvis(t) − 1 − σ; hidden slots are masked
-  // (their gathered row 0 is a placeholder that masked_fill overwrites).
+  // (for them row 0 is gathered, any valid row would do, and masked_fill then replaces the logit).
   std::vector<int64_t> position(size_t(M * Nc), 0);
   std::vector<bool> hidden(size_t(M * Nc), false);
   for (int64_t t = 0; t < M; ++t) {
