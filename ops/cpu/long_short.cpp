@@ -31,10 +31,6 @@
 #include "ops/cpu/rowwise.h"
 #include "ops/long_short.h"
 
-// The 64-byte vector helpers below are always inlined into per-ISA clones; GCC's note that
-// passing such vectors by value changes the ABI without AVX-512 does not apply to them.
-#pragma GCC diagnostic ignored "-Wpsabi"
-
 namespace lsf::cpu {
 namespace {
 

@@ -2,12 +2,9 @@
 // the vectorisable f32 exp of ops/cpu/unary_math.h, function multi-versioning for AVX2/AVX-512, and a loop that
 // hands each thread one contiguous chunk of rows.
 //
-// Why multi-versioning: the library is built for baseline x86-64 (SSE2), where a row of 64
-// floats is 16 vector steps; these kernels are short, hot and memory-bound enough that the
-// AVX2 (8 lanes) and AVX-512 (16 lanes) versions, picked once at load time by the dynamic
-// linker (GCC's target_clones / ifunc), are what makes them as fast as PyTorch's hand-written
-// vectorised kernels. Every function marked LSF_SIMD_CLONES must get all its inner loops
-// inlined (templates and `inline` helpers are), since a call out of a clone runs baseline code.
+// Why multi-versioning (LSF_SIMD_CLONES, ops/cpu/simd.h): a row of 64 floats is 16 baseline
+// SSE2 steps; these kernels are short, hot and memory-bound enough that their AVX2 and AVX-512
+// clones are what makes them as fast as PyTorch's hand-written vectorised kernels.
 #pragma once
 
 #include <omp.h>
@@ -19,15 +16,10 @@
 #include <vector>
 
 #include "ops/cpu/loops.h"
+#include "ops/cpu/simd.h"
 #include "ops/cpu/unary_math.h"
 
 namespace lsf::cpu {
-
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define LSF_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define LSF_SIMD_CLONES
-#endif
 
 // The exp the kernels use: the vectorisable one for f32, libm's for f64 (f64 serves gradient
 // checks, where accuracy matters and speed does not).

@@ -30,15 +30,10 @@
 #endif
 
 #include "ops/cpu/loops.h"
+#include "ops/cpu/simd.h"
 #include "ops/cpu/unary_math.h"
 #include "ops/unary.h"
 
-// Builds a function once per x86-64 level and dispatches through an ifunc on first call.
-#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(__clang__)
-#define LSF_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define LSF_SIMD_CLONES
-#endif
 
 namespace lsf::cpu {
 namespace {
