@@ -1,5 +1,5 @@
-// CPU GEMM on OpenBLAS (cblas_sgemm / cblas_dgemm): the batched, broadcasting, reducing
-// product gemm_kernel declares in ops/matmul.h.
+// CPU GEMM on OpenBLAS (cblas_sgemm / cblas_dgemm) and the skinny kernel: the batched,
+// broadcasting, reducing product gemm_kernel declares in ops/matmul.h.
 //
 // Plan, then run:
 //  1. Describe each operand as a matrix (rows, cols, two element strides) plus one stride per
@@ -9,8 +9,9 @@
 //     c's rows (x [B, T, K] · w [K, N]); into N symmetrically; into K when c is summed along the
 //     dim and it continues a's columns and b's rows (the weight gradient xᵀ · dy summed over B).
 //  3. If c is column-major, compute cᵀ = bᵀ · aᵀ instead, so BLAS always writes row-major.
-//  4. Run: a batch of large GEMMs one after the other on OpenBLAS's threads; a batch of small
-//     ones in an OpenMP loop (OpenBLAS, built on OpenMP, runs single-threaded inside it).
+//  4. Run each product on OpenBLAS, or on skinny_gemm when K and N are small (see
+//     ops/cpu/skinny_gemm.h): a batch of large GEMMs one after the other on all threads; a
+//     batch of small ones in an OpenMP loop (both run single-threaded inside it).
 //     Products summed into one c matrix (stride-0 batch dims of c) run in order on one thread
 //     with beta = 1, or, when there are few c matrices and many small products, into
 //     per-thread partial sums added up at the end. A single GEMM with a small output and a
@@ -24,6 +25,7 @@
 #include <climits>
 #include <vector>
 
+#include "ops/cpu/skinny_gemm.h"
 #include "ops/gemm_problem.h"
 #include "ops/matmul.h"
 
@@ -50,13 +52,17 @@ using gemm::Layout;
 using gemm::fold_batch;
 using gemm::transpose_problem;
 
+// One product: the skinny kernel when K and N are small (OpenBLAS's packing and separate
+// clearing pass dominate there), else OpenBLAS.
 void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda,
           const float* b, int ldb, float beta, float* c, int ldc) {
+  if (skinny_gemm_applies(n, k)) return skinny_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
               k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 void gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double* a, int lda,
           const double* b, int ldb, double beta, double* c, int ldc) {
+  if (skinny_gemm_applies(n, k)) return skinny_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
               k, alpha, a, lda, b, ldb, beta, c, ldc);
 }

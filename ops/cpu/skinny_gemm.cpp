@@ -1,0 +1,201 @@
+// Skinny GEMM (see skinny_gemm.h): register-tiled, op(b) packed once, rows split over threads.
+//
+// The register tile is MR rows × NV vectors of c, accumulated over all of K before c is
+// touched: per k, NV vectors of the packed b row and MR broadcasts of a feed MR·NV FMAs. The
+// tile shape is chosen per instruction set (x86-64-v4: 6 × 4 zmm = 24 of 32 registers;
+// v3 and baseline: 4 × 3 of 16), each variant compiled with its own target attribute and
+// picked once at run time, as the library itself is built for baseline x86-64.
+//
+// fp-contract=fast lets GCC fuse acc += a·b into one FMA where the target has it (the project
+// compiles as ISO C++, which forbids contraction): one rounding per step, as BLAS kernels do.
+#pragma GCC optimize("fp-contract=fast")
+
+#include "ops/cpu/skinny_gemm.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "engine/error.h"
+
+namespace lsf::cpu {
+namespace {
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define LSF_SKINNY_X86 1
+#define LSF_TARGET_V4 __attribute__((target("arch=x86-64-v4")))
+#define LSF_TARGET_V3 __attribute__((target("arch=x86-64-v3")))
+#else
+#define LSF_SKINNY_X86 0
+#endif
+
+// The packed panel's row length is a multiple of this many elements, so it holds whole vectors
+// for every variant (at most 64-byte vectors of 4-byte floats).
+constexpr int64_t kPanelAlign = 16;
+// Rows per unit of parallel work: a multiple of every variant's MR (6 and 4).
+constexpr int64_t kRowsPerTask = 96;
+// Below this many multiply-adds a product runs on one thread (a fork costs a few µs).
+constexpr double kMinParallelWork = 1 << 17;
+
+template <typename T>
+struct Product {
+  int64_t m, n, k;
+  T alpha, beta;
+  const T* a;
+  int64_t lda;
+  const T* panel;  // op(b) as [k, panel_ld], zero beyond column n
+  int64_t panel_ld;
+  T* c;
+  int64_t ldc;
+};
+
+template <typename T, int Bytes>
+struct Vec {
+  typedef T type __attribute__((vector_size(Bytes)));
+  static constexpr int lanes = Bytes / int(sizeof(T));
+};
+
+// c[MR rows from i, NV vectors from column j0] = alpha · Σ_k a(i, k) · panel[k, j0 …] + beta · c.
+template <typename T, int Bytes, int MR, int NV, bool TA>
+inline __attribute__((always_inline)) void tile(const Product<T>& p, int64_t i, int64_t j0) {
+  using V = typename Vec<T, Bytes>::type;
+  constexpr int L = Vec<T, Bytes>::lanes;
+  const T* a = TA ? p.a + i : p.a + i * p.lda;
+  const int64_t a_row = TA ? 1 : p.lda, a_col = TA ? p.lda : 1;
+  const T* b = p.panel + j0;
+  V acc[MR][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = V{};
+  for (int64_t k = 0; k < p.k; ++k) {
+    V bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) std::memcpy(&bv[v], b + k * p.panel_ld + v * L, sizeof(V));
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      const T ar = a[r * a_row + k * a_col];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[r][v] += ar * bv[v];
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) {
+    T* c = p.c + (i + r) * p.ldc + j0;
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      const int64_t valid = std::min<int64_t>(L, p.n - j0 - v * L);
+      V out = acc[r][v] * p.alpha;
+      if (valid == L) {
+        if (p.beta != T(0)) {
+          V old;
+          std::memcpy(&old, c + v * L, sizeof(V));
+          out += p.beta * old;
+        }
+        std::memcpy(c + v * L, &out, sizeof(V));
+      } else {
+        for (int64_t l = 0; l < valid; ++l)
+          c[v * L + l] = p.beta != T(0) ? out[l] + p.beta * c[v * L + l] : out[l];
+      }
+    }
+  }
+}
+
+// The column strips of one tile of R rows from row i: strips of NVmax vectors, then one
+// narrower strip for the remaining columns.
+template <typename T, int Bytes, int R, int NVmax, bool TA>
+inline __attribute__((always_inline)) void strips(const Product<T>& p, int64_t i) {
+  constexpr int L = Vec<T, Bytes>::lanes;
+  constexpr int64_t strip = int64_t(NVmax) * L;
+  for (int64_t j0 = 0; j0 < p.n; j0 += strip) {
+    const int64_t nv = std::min<int64_t>(NVmax, (p.n - j0 + L - 1) / L);
+    if (nv == NVmax) tile<T, Bytes, R, NVmax, TA>(p, i, j0);
+    else if (nv == 1) tile<T, Bytes, R, 1, TA>(p, i, j0);
+    else if (nv == 2) tile<T, Bytes, R, 2, TA>(p, i, j0);
+    else tile<T, Bytes, R, 3, TA>(p, i, j0);  // nv == 3 < NVmax
+  }
+}
+
+// Rows [i0, i1) of c, every column: row tiles outer (a tile's rows of a stay in L1 across the
+// column strips), column strips inner.
+template <typename T, int Bytes, int MR, int NVmax, bool TA>
+inline __attribute__((always_inline)) void rows_impl(const Product<T>& p, int64_t i0, int64_t i1) {
+  int64_t i = i0;
+  for (; i + MR <= i1; i += MR) strips<T, Bytes, MR, NVmax, TA>(p, i);
+  for (; i < i1; ++i) strips<T, Bytes, 1, NVmax, TA>(p, i);
+}
+
+template <typename T, int Bytes, int MR, int NVmax>
+inline __attribute__((always_inline)) void rows_any(const Product<T>& p, int64_t i0, int64_t i1, bool ta) {
+  if (ta) rows_impl<T, Bytes, MR, NVmax, true>(p, i0, i1);
+  else rows_impl<T, Bytes, MR, NVmax, false>(p, i0, i1);
+}
+
+template <typename T>
+void rows_baseline(const Product<T>& p, int64_t i0, int64_t i1, bool ta) { rows_any<T, 16, 4, 3>(p, i0, i1, ta); }
+#if LSF_SKINNY_X86
+template <typename T>
+LSF_TARGET_V3 void rows_v3(const Product<T>& p, int64_t i0, int64_t i1, bool ta) { rows_any<T, 32, 4, 3>(p, i0, i1, ta); }
+template <typename T>
+LSF_TARGET_V4 void rows_v4(const Product<T>& p, int64_t i0, int64_t i1, bool ta) { rows_any<T, 64, 6, 4>(p, i0, i1, ta); }
+#endif
+
+template <typename T>
+using RowsFn = void (*)(const Product<T>&, int64_t, int64_t, bool);
+
+template <typename T>
+RowsFn<T> rows_for_this_cpu() {
+#if LSF_SKINNY_X86
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("x86-64-v4")) return rows_v4<T>;
+  if (__builtin_cpu_supports("x86-64-v3")) return rows_v3<T>;
+#endif
+  return rows_baseline<T>;
+}
+
+// op(b) as a dense [k, ld] panel, ld a multiple of kPanelAlign, zero in the padding columns
+// (they feed lanes of c that are never stored).
+template <typename T>
+int64_t pack_panel(std::vector<T>& panel, bool tb, int64_t n, int64_t k, const T* b, int64_t ldb) {
+  const int64_t ld = (n + kPanelAlign - 1) / kPanelAlign * kPanelAlign;
+  panel.assign(size_t(k * ld), T(0));
+  for (int64_t kk = 0; kk < k; ++kk)
+    for (int64_t j = 0; j < n; ++j) panel[size_t(kk * ld + j)] = tb ? b[j * ldb + kk] : b[kk * ldb + j];
+  return ld;
+}
+
+template <typename T>
+void skinny(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+            int64_t ldb, T beta, T* c, int64_t ldc) {
+  LSF_CHECK(skinny_gemm_applies(n, k)) << "skinny_gemm: n = " << n << ", k = " << k << " exceed its limits ("
+                                       << kSkinnyMaxN << ", " << kSkinnyMaxK << ")";
+  if (m <= 0) return;
+  static const RowsFn<T> rows = rows_for_this_cpu<T>();
+  thread_local std::vector<T> panel;  // reused: no allocation per call
+  Product<T> p{m, n, k, alpha, beta, a, lda, nullptr, 0, c, ldc};
+  p.panel_ld = pack_panel(panel, tb, n, k, b, ldb);
+  p.panel = panel.data();
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const int64_t tasks = (m + kRowsPerTask - 1) / kRowsPerTask;
+  if (threads > 1 && tasks > 1 && double(m) * double(n) * double(k) >= kMinParallelWork) {
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < tasks; ++t) rows(p, t * kRowsPerTask, std::min(m, (t + 1) * kRowsPerTask), ta);
+  } else {
+    rows(p, 0, m, ta);
+  }
+}
+
+}  // namespace
+
+void skinny_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  skinny<float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+void skinny_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
+                 const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  skinny<double>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+}  // namespace lsf::cpu

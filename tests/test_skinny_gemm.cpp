@@ -1,0 +1,146 @@
+// ops/cpu/skinny_gemm: every register-tile path (full and partial column vectors, full and
+// remainder row tiles, both transposes, alpha and beta, leading dimensions wider than the
+// matrices) against a naive product in higher precision, in f32 and f64; run on all threads
+// and inside a parallel region, with identical bits; c outside the product untouched; and the
+// limits enforced.
+#include <omp.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "helpers.h"
+#include "ops/cpu/skinny_gemm.h"
+
+using lsf::cpu::skinny_gemm;
+using lsf::cpu::skinny_gemm_applies;
+
+namespace {
+
+struct Case {
+  bool ta, tb;
+  int64_t m, n, k;
+  double alpha, beta;
+};
+
+// Deterministic values in [−1, 1).
+template <typename T>
+std::vector<T> values(size_t count, uint32_t seed) {
+  std::vector<T> v(count);
+  uint32_t s = seed * 2654435761u + 1;
+  for (auto& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = T(double(s >> 8) / double(1u << 23) - 1.0);
+  }
+  return v;
+}
+
+// Runs one case with padded leading dimensions (lda, ldb, ldc each 3 wider than needed) and
+// checks every element of c, padding included, against a long double reference.
+template <typename T>
+void check_case(const Case& cs, bool in_parallel_region) {
+  const int64_t a_rows = cs.ta ? cs.k : cs.m, a_cols = cs.ta ? cs.m : cs.k;
+  const int64_t b_rows = cs.tb ? cs.n : cs.k, b_cols = cs.tb ? cs.k : cs.n;
+  const int64_t lda = a_cols + 3, ldb = b_cols + 3, ldc = cs.n + 3;
+  const std::vector<T> a = values<T>(size_t(a_rows * lda), 1), b = values<T>(size_t(b_rows * ldb), 2);
+  std::vector<T> c = values<T>(size_t(cs.m * ldc), 3);
+  if (cs.beta == 0.0)  // beta = 0 must not read c: NaN there must not reach the result
+    for (int64_t i = 0; i < cs.m; ++i)
+      for (int64_t j = 0; j < cs.n; ++j) c[size_t(i * ldc + j)] = std::numeric_limits<T>::quiet_NaN();
+  const std::vector<T> c_before = c;
+  auto av = [&](int64_t i, int64_t kk) { return a[size_t(cs.ta ? kk * lda + i : i * lda + kk)]; };
+  auto bv = [&](int64_t kk, int64_t j) { return b[size_t(cs.tb ? j * ldb + kk : kk * ldb + j)]; };
+
+  if (in_parallel_region) {
+#pragma omp parallel num_threads(2)
+#pragma omp single
+    skinny_gemm(cs.ta, cs.tb, cs.m, cs.n, cs.k, T(cs.alpha), a.data(), lda, b.data(), ldb, T(cs.beta), c.data(), ldc);
+  } else {
+    skinny_gemm(cs.ta, cs.tb, cs.m, cs.n, cs.k, T(cs.alpha), a.data(), lda, b.data(), ldb, T(cs.beta), c.data(), ldc);
+  }
+
+  // A dot product of length k in unit roundoff u errs by at most γ_k·Σ|a||b| with
+  // γ_k = k·u / (1 − k·u) (Higham §3.1); the alpha scaling, the beta product and the final
+  // add are three more roundings: bound (k + 3)·u/(1 − (k + 3)·u)·(|alpha|·Σ|a||b| + |beta·c|).
+  const double u = std::is_same_v<T, float> ? 0x1p-24 : 0x1p-53;
+  const double gamma = double(cs.k + 3) * u / (1.0 - double(cs.k + 3) * u);
+  int64_t failures = 0;
+  std::string first_failure;
+  auto fail = [&](int64_t i, int64_t j, const std::string& what) {
+    if (failures++ == 0)
+      first_failure = "at (" + std::to_string(i) + ", " + std::to_string(j) + "): " + what;
+  };
+  for (int64_t i = 0; i < cs.m; ++i) {
+    for (int64_t j = 0; j < ldc; ++j) {
+      const T got = c[size_t(i * ldc + j)];
+      if (j >= cs.n) {  // beyond the product's columns: untouched
+        if (!(got == c_before[size_t(i * ldc + j)])) fail(i, j, "padding column changed");
+        continue;
+      }
+      long double sum = 0, magnitude = 0;
+      for (int64_t kk = 0; kk < cs.k; ++kk) {
+        sum += (long double)av(i, kk) * (long double)bv(kk, j);
+        magnitude += std::fabs((long double)av(i, kk) * (long double)bv(kk, j));
+      }
+      const long double old = cs.beta == 0.0 ? 0.0L : (long double)c_before[size_t(i * ldc + j)];
+      const long double want = (long double)cs.alpha * sum + (long double)cs.beta * old;
+      const double bound = gamma * double(std::fabs(cs.alpha) * magnitude + std::fabs(cs.beta * old));
+      const double error = std::fabs(double((long double)got - want));
+      if (!std::isfinite(double(got)) || !(error <= bound))
+        fail(i, j, "got " + std::to_string(double(got)) + ", want " + std::to_string(double(want)) + " ± " +
+                       std::to_string(bound));
+    }
+  }
+  INFO("ta " << cs.ta << " tb " << cs.tb << " m " << cs.m << " n " << cs.n << " k " << cs.k << " alpha " << cs.alpha
+             << " beta " << cs.beta << (in_parallel_region ? " inside a parallel region" : "") << ": " << failures
+             << " wrong elements, first " << first_failure);
+  REQUIRE(failures == 0);
+}
+
+// Row counts covering the 6- and 4-row tiles and their remainders, and the parallel split
+// (96-row tasks); column counts covering 1 … 4 vectors of 2, 4, 8 and 16 lanes and partial ones.
+const int64_t kRows[] = {1, 5, 7, 13, 200};
+const int64_t kCols[] = {1, 3, 8, 17, 33, 64, 65, 100, 256};
+const int64_t kDepths[] = {1, 2, 31, 64, 256};
+
+template <typename T>
+void check_all() {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (int64_t m : kRows)
+        for (int64_t n : kCols)
+          for (int64_t k : kDepths) {
+            // alpha and beta vary with the shape so every combination meets many shapes.
+            const double alpha = (n + k) % 3 == 0 ? -0.5 : 1.0;
+            const double beta = (m + n) % 3 == 0 ? 0.0 : (m + n) % 3 == 1 ? 1.0 : 0.25;
+            check_case<T>({ta, tb, m, n, k, alpha, beta}, /*in_parallel_region=*/(m + k) % 2 == 0);
+          }
+}
+
+}  // namespace
+
+TEST_CASE("skinny_gemm matches a long double product in f32", "[matmul][skinny]") { check_all<float>(); }
+TEST_CASE("skinny_gemm matches a long double product in f64", "[matmul][skinny]") { check_all<double>(); }
+
+TEST_CASE("skinny_gemm gives the same bits on one thread and on all", "[matmul][skinny]") {
+  const int64_t m = 1000, n = 64, k = 64;  // large enough to be split over the threads
+  const std::vector<float> a = values<float>(size_t(m * k), 4), b = values<float>(size_t(k * n), 5);
+  std::vector<float> all_threads(size_t(m * n)), one_thread(size_t(m * n));
+  skinny_gemm(false, true, m, n, k, 1.0f, a.data(), k, b.data(), k, 0.0f, all_threads.data(), n);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  skinny_gemm(false, true, m, n, k, 1.0f, a.data(), k, b.data(), k, 0.0f, one_thread.data(), n);
+  omp_set_num_threads(threads);
+  REQUIRE(all_threads == one_thread);
+}
+
+TEST_CASE("skinny_gemm takes only small n and k", "[matmul][skinny]") {
+  CHECK(skinny_gemm_applies(256, 256));
+  CHECK_FALSE(skinny_gemm_applies(257, 64));
+  CHECK_FALSE(skinny_gemm_applies(64, 257));
+  CHECK_FALSE(skinny_gemm_applies(0, 64));
+  std::vector<float> a(300 * 300), b(300 * 300), c(300 * 300);
+  REQUIRE_THROWS_WITH(skinny_gemm(false, false, 4, 300, 8, 1.0f, a.data(), 8, b.data(), 300, 0.0f, c.data(), 300),
+                      Catch::Contains("exceed its limits"));
+}
