@@ -68,6 +68,45 @@ TEST_CASE("reductions over non-contiguous and leading dims", "[reduce]") {
   CHECK(sum(big).item<float>() == 300000.0f);
 }
 
+TEST_CASE("reductions over the leading dim of a large tensor match a per-column loop", "[reduce]") {
+  // [300, 2100]: parallel, blocks of whole columns (more than one per thread, the last one
+  // partial); a NaN in one column and a −inf in another check the propagation rules per column.
+  const int64_t rows = 300, cols = 2100;
+  std::vector<float> values(size_t(rows * cols));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = float(int64_t(i * 7919 % 1013) - 506) / 64.0f;
+  values[size_t(17 * cols + 5)] = std::numeric_limits<float>::quiet_NaN();
+  values[size_t(290 * cols + 2099)] = -std::numeric_limits<float>::infinity();
+  Tensor x = tensor(values).view({rows, cols});
+  const std::vector<float> got_sum = sum(x, {0}).to_vector<float>();
+  const std::vector<float> got_max = amax(x, {0}).to_vector<float>();
+  const std::vector<float> got_min = amin(x, {0}).to_vector<float>();
+  for (int64_t j = 0; j < cols; ++j) {
+    double want_sum = 0;  // f64 accumulation, as the kernel: the values are multiples of 1/64, exact
+    float want_max = values[size_t(j)], want_min = values[size_t(j)];
+    for (int64_t i = 0; i < rows; ++i) {
+      const float v = values[size_t(i * cols + j)];
+      want_sum += v;
+      if (std::isnan(v) || std::isnan(want_max)) {
+        want_max = want_min = std::numeric_limits<float>::quiet_NaN();
+      } else {
+        want_max = std::max(want_max, v);
+        want_min = std::min(want_min, v);
+      }
+    }
+    INFO("column " << j);
+    if (j == 5) {
+      REQUIRE(std::isnan(got_sum[size_t(j)]));
+      REQUIRE(std::isnan(got_max[size_t(j)]));
+      REQUIRE(std::isnan(got_min[size_t(j)]));
+      continue;
+    }
+    REQUIRE(got_sum[size_t(j)] == float(want_sum));
+    REQUIRE(got_max[size_t(j)] == want_max);
+    REQUIRE(got_min[size_t(j)] == want_min);
+  }
+  CHECK(got_min[2099] == -std::numeric_limits<float>::infinity());
+}
+
 TEST_CASE("reductions pass float64 gradient checks", "[reduce][gradcheck]") {
   Tensor x = test::grad_input({3, 4, 5}, 7);
   CHECK(gradcheck([](const TensorList& in) { return sum(in[0]); }, {x}));
