@@ -10,10 +10,12 @@ Builds nothing. Two parts:
      torch_long_short.py checks its own float32 (and float64) result against them and both sides
      time forward + backward, --rounds times, alternating which runs first; median over rounds.
      Target: lsformer at least 5x faster than PyTorch, outputs equal within float32 tolerance.
-  2. Scaling: one bench_attention process times forward + backward and the peak memory of one
+  2. Scaling: bench_attention times forward + backward and the peak memory of one
      layer for n = 1K ... --max-n (long-short w8-r32 and w128-r32, full attention; d 64 / 2 heads
      and d 512 / 8 heads; batch 1) and reports time(2n) / time(n) from n = 4K. Target for
      long-short: <= 2.2 (linear); full attention grows about 4x per doubling (quadratic).
+     Long-short: each case in its own process, --scaling-rounds times, per case the median of
+     the rounds' medians; full attention: one process, once.
 
 Only the text between <!-- attention-cpu:begin --> and <!-- attention-cpu:end --> in RESULTS.md is
 replaced; other sections stay as they are.
@@ -24,6 +26,7 @@ import os
 import platform
 import shlex
 import statistics
+import subprocess
 import sys
 import tempfile
 
@@ -45,6 +48,8 @@ def parse_args():
     p.add_argument("bench_attention", help="path to the built bench_attention binary")
     p.add_argument("--threads", type=int, required=True, help="threads for both sides")
     p.add_argument("--rounds", type=int, default=3, help="rounds of the LRA comparison (default 3)")
+    p.add_argument("--scaling-rounds", type=int, default=3,
+                   help="processes timing the long-short scaling cases; per case the median over them (default 3)")
     p.add_argument("--sample-time", type=float, default=1.0, help="sampling seconds per measurement (default 1.0)")
     p.add_argument("--budget", type=float, default=60.0,
                    help="skip scaling cases predicted to take longer than this many seconds (default 60)")
@@ -120,9 +125,39 @@ def lra_part(args, env, common, dump_dir):
 
 def scaling_part(args, env, common):
     """The scaling sweep: (markdown lines, summary text)."""
-    cmd = [args.bench_attention] + common + ["--filter", "scale/", "--budget", str(args.budget),
-                                            "--max-bytes", str(int(args.max_bytes)), "--max-n", str(args.max_n)]
-    _, rows, _ = run_json(cmd, env)
+    sweep = [args.bench_attention] + common + ["--budget", str(args.budget), "--max-bytes", str(int(args.max_bytes)),
+                                               "--max-n", str(args.max_n)]
+    # Full attention in one process, once (it only has to show its quadratic growth; its budget
+    # prediction needs the previous n). Long-short: every case in its own process, --scaling-rounds
+    # times, and per case the median of the rounds' medians. In one process for all cases, the
+    # state earlier cases leave behind (cached blocks of other sizes, the kernel's handling of
+    # the process's memory) moved single cases by up to 20% in both directions, and one such
+    # case skews two ratios.
+    _, rows, _ = run_json(sweep + ["--filter", "scale/full/"], env)
+    listing = subprocess.run([args.bench_attention, "--list", "--max-n", str(args.max_n)], capture_output=True,
+                             text=True, env=env, check=True).stdout.split()
+    ls_cases = [c for c in listing if c.startswith("scale/ls")]
+    ls_rounds = []
+    for rnd in range(args.scaling_rounds):
+        round_rows = []
+        for case in ls_cases:
+            _, case_rows, _ = run_json(sweep + ["--filter", case], env)
+            round_rows += [r for r in case_rows if r["case"] == case]
+        ls_rounds.append(round_rows)
+        print(f"scaling round {rnd + 1}/{args.scaling_rounds} done", file=sys.stderr, flush=True)
+    by_case = {}
+    for ls_rows in ls_rounds:
+        for r in ls_rows:
+            by_case.setdefault(r["case"], []).append(r)
+    for case_rows in by_case.values():
+        measured = [r for r in case_rows if "median_ms" in r]
+        if not measured:
+            rows.append(case_rows[0])
+            continue
+        row = dict(measured[0])
+        row["median_ms"] = statistics.median(r["median_ms"] for r in measured)
+        row["round_medians_ms"] = [r["median_ms"] for r in measured]
+        rows.append(row)
     series = {}  # (dim, heads) -> variant -> n -> row
     for r in rows:
         series.setdefault((r["dim"], r["heads"]), {}).setdefault(r["variant"], {})[r["n"]] = r
@@ -130,11 +165,12 @@ def scaling_part(args, env, common):
              f"Cases skipped: full attention where its logits (h·n² floats) exceed {args.max_bytes / 2 ** 30:.1f} GiB; "
              f"any case predicted to take more than {args.budget:g} s. ratio = time(n) / time(n/2), shown from "
              f"n = {2 * RATIO_FROM_N} (i.e. time(2n)/time(n) from n = {RATIO_FROM_N}); target for long-short ≤ "
-             f"{LS_TARGET}. Peak extra = allocator high-water mark during one call minus the bytes live before it "
+             f"{LS_TARGET}. Long-short times: each case in its own process, {args.scaling_rounds} rounds; the "
+             "median of the rounds' medians. Peak extra = allocator high-water mark during one call minus the bytes live before it "
              "(weights, x, dy).", ""]
     summary = []
     for (d, h), by_variant in sorted(series.items()):
-        variants = list(by_variant)
+        variants = [v for v in by_variant if v.startswith("ls")] + [v for v in by_variant if not v.startswith("ls")]
         ns = sorted({n for v in by_variant.values() for n in v})
         lines.append(f"#### d {d}, {h} heads")
         lines.append("")
