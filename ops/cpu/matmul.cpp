@@ -52,17 +52,17 @@ using gemm::Layout;
 using gemm::fold_batch;
 using gemm::transpose_problem;
 
-// One product: the skinny kernel when K and N are small (OpenBLAS's packing and separate
-// clearing pass dominate there), else OpenBLAS.
+// One product: the skinny kernel when K and N are small and M is not (OpenBLAS's packing and
+// separate clearing pass dominate there), else OpenBLAS.
 void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda,
           const float* b, int ldb, float beta, float* c, int ldc) {
-  if (skinny_gemm_applies(n, k)) return skinny_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (skinny_gemm_applies(m, n, k)) return skinny_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
               k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 void gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double* a, int lda,
           const double* b, int ldb, double beta, double* c, int ldc) {
-  if (skinny_gemm_applies(n, k)) return skinny_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (skinny_gemm_applies(m, n, k)) return skinny_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
               k, alpha, a, lda, b, ldb, beta, c, ldc);
 }

@@ -45,7 +45,7 @@ struct Product {
   T alpha, beta;
   const T* a;
   int64_t lda;
-  const T* panel;  // op(b) as [k, panel_ld], zero beyond column n
+  const T* panel;  // op(b) as [k, panel_ld]: columns up to n rounded up to kPanelAlign are read, those past n never stored
   int64_t panel_ld;
   T* c;
   int64_t ldc;
@@ -124,7 +124,17 @@ template <typename T, int Bytes, int MR, int NVmax, bool TA>
 inline __attribute__((always_inline)) void rows_impl(const Product<T>& p, int64_t i0, int64_t i1) {
   int64_t i = i0;
   for (; i + MR <= i1; i += MR) strips<T, Bytes, MR, NVmax, TA>(p, i);
-  for (; i < i1; ++i) strips<T, Bytes, 1, NVmax, TA>(p, i);
+  // The last i1 − i < MR rows as one tile, not row by row: a lone row is one chain of
+  // dependent FMAs, waiting on the FMA latency at every k.
+  switch (i1 - i) {
+    case 0: break;
+    case 1: strips<T, Bytes, 1, NVmax, TA>(p, i); break;
+    case 2: strips<T, Bytes, 2, NVmax, TA>(p, i); break;
+    case 3: strips<T, Bytes, 3, NVmax, TA>(p, i); break;
+    case 4: strips<T, Bytes, (MR > 4 ? 4 : 1), NVmax, TA>(p, i); break;  // only when MR > 4
+    default: strips<T, Bytes, (MR > 5 ? 5 : 1), NVmax, TA>(p, i); break;  // 5, only when MR = 6
+  }
+  static_assert(MR <= 6, "the remainder switch covers tiles of up to 6 rows");
 }
 
 template <typename T, int Bytes, int MR, int NVmax>
@@ -156,27 +166,40 @@ RowsFn<T> rows_for_this_cpu() {
 }
 
 // op(b) as a dense [k, ld] panel, ld a multiple of kPanelAlign, zero in the padding columns
-// (they feed lanes of c that are never stored).
+// (they feed lanes of c that are never stored). b itself is that panel when it is not
+// transposed and n is a multiple of kPanelAlign: no copy then.
 template <typename T>
-int64_t pack_panel(std::vector<T>& panel, bool tb, int64_t n, int64_t k, const T* b, int64_t ldb) {
-  const int64_t ld = (n + kPanelAlign - 1) / kPanelAlign * kPanelAlign;
-  panel.assign(size_t(k * ld), T(0));
-  for (int64_t kk = 0; kk < k; ++kk)
-    for (int64_t j = 0; j < n; ++j) panel[size_t(kk * ld + j)] = tb ? b[j * ldb + kk] : b[kk * ldb + j];
-  return ld;
+void set_panel(Product<T>& p, std::vector<T>& storage, bool tb, const T* b, int64_t ldb) {
+  if (!tb && p.n % kPanelAlign == 0) {
+    p.panel = b;
+    p.panel_ld = ldb;
+    return;
+  }
+  const int64_t ld = (p.n + kPanelAlign - 1) / kPanelAlign * kPanelAlign;
+  if (storage.size() < size_t(p.k * ld)) storage.resize(size_t(p.k * ld));
+  T* panel = storage.data();
+  if (tb) {
+    for (int64_t j = 0; j < p.n; ++j)  // b's row j is the panel's column j
+      for (int64_t kk = 0; kk < p.k; ++kk) panel[kk * ld + j] = b[j * ldb + kk];
+  } else {
+    for (int64_t kk = 0; kk < p.k; ++kk) std::copy(b + kk * ldb, b + kk * ldb + p.n, panel + kk * ld);
+  }
+  for (int64_t kk = 0; kk < p.k; ++kk) std::fill(panel + kk * ld + p.n, panel + (kk + 1) * ld, T(0));
+  p.panel = panel;
+  p.panel_ld = ld;
 }
 
 template <typename T>
 void skinny(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
             int64_t ldb, T beta, T* c, int64_t ldc) {
-  LSF_CHECK(skinny_gemm_applies(n, k)) << "skinny_gemm: n = " << n << ", k = " << k << " exceed its limits ("
-                                       << kSkinnyMaxN << ", " << kSkinnyMaxK << ")";
+  LSF_CHECK(n >= 1 && k >= 1 && n <= kSkinnyMaxN && k <= kSkinnyMaxK)
+      << "skinny_gemm: n = " << n << ", k = " << k << " exceed its limits (1 … " << kSkinnyMaxN << ", 1 … "
+      << kSkinnyMaxK << ")";
   if (m <= 0) return;
   static const RowsFn<T> rows = rows_for_this_cpu<T>();
-  thread_local std::vector<T> panel;  // reused: no allocation per call
+  thread_local std::vector<T> panel_storage;  // reused: no allocation per call
   Product<T> p{m, n, k, alpha, beta, a, lda, nullptr, 0, c, ldc};
-  p.panel_ld = pack_panel(panel, tb, n, k, b, ldb);
-  p.panel = panel.data();
+  set_panel(p, panel_storage, tb, b, ldb);
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   const int64_t tasks = (m + kRowsPerTask - 1) / kRowsPerTask;
   if (threads > 1 && tasks > 1 && double(m) * double(n) * double(k) >= kMinParallelWork) {
