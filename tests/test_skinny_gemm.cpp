@@ -1,4 +1,4 @@
-// ops/cpu/skinny_gemm: every register-tile path (full and partial column vectors, full and
+// ops/cpu/skinny_gemm, in every instruction-set variant the CPU runs: every register-tile path (full and partial column vectors, full and
 // remainder row tiles, both transposes, alpha and beta, leading dimensions wider than the
 // matrices) against a naive product in higher precision, in f32 and f64; run on all threads
 // and inside a parallel region, with identical bits; c outside the product untouched; and the
@@ -118,10 +118,31 @@ void check_all() {
           }
 }
 
+// Runs body once per kernel variant this CPU can run, then restores the default.
+template <typename Body>
+void for_each_variant(Body&& body) {
+  const std::vector<std::string> variants = lsf::cpu::skinny_gemm_variants();
+  REQUIRE(variants.back() == "baseline");
+  for (const std::string& v : variants) {
+    INFO("variant " << v);
+    lsf::cpu::select_skinny_gemm_variant(v);
+    body();
+  }
+  lsf::cpu::select_skinny_gemm_variant(variants.front());
+}
+
 }  // namespace
 
-TEST_CASE("skinny_gemm matches a long double product in f32", "[matmul][skinny]") { check_all<float>(); }
-TEST_CASE("skinny_gemm matches a long double product in f64", "[matmul][skinny]") { check_all<double>(); }
+TEST_CASE("skinny_gemm matches a long double product in f32, every variant", "[matmul][skinny]") {
+  for_each_variant(check_all<float>);
+}
+TEST_CASE("skinny_gemm matches a long double product in f64, every variant", "[matmul][skinny]") {
+  for_each_variant(check_all<double>);
+}
+TEST_CASE("skinny_gemm rejects a variant this CPU does not have", "[matmul][skinny]") {
+  REQUIRE_THROWS_WITH(lsf::cpu::select_skinny_gemm_variant("x86-64-v9"),
+                      Catch::Contains("no variant 'x86-64-v9'") && Catch::Contains("baseline"));
+}
 
 TEST_CASE("skinny_gemm gives the same bits on one thread and on all", "[matmul][skinny]") {
   const int64_t m = 1000, n = 64, k = 64;  // large enough to be split over the threads
@@ -136,7 +157,7 @@ TEST_CASE("skinny_gemm gives the same bits on one thread and on all", "[matmul][
 }
 
 TEST_CASE("skinny_gemm takes only small n and k", "[matmul][skinny]") {
-  CHECK(skinny_gemm_applies(16, 256, 256));
+  CHECK(skinny_gemm_applies(16, 256, 256) == (lsf::cpu::skinny_gemm_variants().front() != "baseline"));
   CHECK_FALSE(skinny_gemm_applies(15, 64, 64));  // few rows: OpenBLAS's small kernels
   CHECK_FALSE(skinny_gemm_applies(1000, 257, 64));
   CHECK_FALSE(skinny_gemm_applies(1000, 64, 257));
@@ -144,4 +165,11 @@ TEST_CASE("skinny_gemm takes only small n and k", "[matmul][skinny]") {
   std::vector<float> a(300 * 300), b(300 * 300), c(300 * 300);
   REQUIRE_THROWS_WITH(skinny_gemm(false, false, 4, 300, 8, 1.0f, a.data(), 8, b.data(), 300, 0.0f, c.data(), 300),
                       Catch::Contains("exceed its limits"));
+}
+
+TEST_CASE("skinny_gemm is dispatched to only with a vector variant", "[matmul][skinny]") {
+  lsf::cpu::select_skinny_gemm_variant("baseline");
+  CHECK_FALSE(skinny_gemm_applies(1000, 64, 64));
+  lsf::cpu::select_skinny_gemm_variant(lsf::cpu::skinny_gemm_variants().front());
+  CHECK(skinny_gemm_applies(1000, 64, 64) == (lsf::cpu::skinny_gemm_variants().front() != "baseline"));
 }

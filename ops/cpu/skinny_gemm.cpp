@@ -15,6 +15,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -152,17 +153,34 @@ template <typename T>
 LSF_TARGET_V4 void rows_v4(const Product<T>& p, int64_t i0, int64_t i1, bool ta) { rows_any<T, 64, 6, 4>(p, i0, i1, ta); }
 #endif
 
-template <typename T>
-using RowsFn = void (*)(const Product<T>&, int64_t, int64_t, bool);
+enum class Variant { V4, V3, Baseline };
+constexpr const char* kVariantNames[] = {"x86-64-v4", "x86-64-v3", "baseline"};
 
-template <typename T>
-RowsFn<T> rows_for_this_cpu() {
+std::vector<Variant> supported_variants() {
+  std::vector<Variant> v;
 #if LSF_SKINNY_X86
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("x86-64-v4")) return rows_v4<T>;
-  if (__builtin_cpu_supports("x86-64-v3")) return rows_v3<T>;
+  if (__builtin_cpu_supports("x86-64-v4")) v.push_back(Variant::V4);
+  if (__builtin_cpu_supports("x86-64-v3")) v.push_back(Variant::V3);
 #endif
-  return rows_baseline<T>;
+  v.push_back(Variant::Baseline);
+  return v;
+}
+
+std::atomic<Variant>& selected_variant() {
+  static std::atomic<Variant> selected{supported_variants().front()};
+  return selected;
+}
+
+template <typename T>
+void run_rows(const Product<T>& p, int64_t i0, int64_t i1, bool ta) {
+  switch (selected_variant().load(std::memory_order_relaxed)) {
+#if LSF_SKINNY_X86
+    case Variant::V4: return rows_v4<T>(p, i0, i1, ta);
+    case Variant::V3: return rows_v3<T>(p, i0, i1, ta);
+#endif
+    default: return rows_baseline<T>(p, i0, i1, ta);
+  }
 }
 
 // op(b) as a dense [k, ld] panel, ld a multiple of kPanelAlign, zero in the padding columns
@@ -196,7 +214,6 @@ void skinny(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T*
       << "skinny_gemm: n = " << n << ", k = " << k << " exceed its limits (1 … " << kSkinnyMaxN << ", 1 … "
       << kSkinnyMaxK << ")";
   if (m <= 0) return;
-  static const RowsFn<T> rows = rows_for_this_cpu<T>();
   thread_local std::vector<T> panel_storage;  // reused: no allocation per call
   Product<T> p{m, n, k, alpha, beta, a, lda, nullptr, 0, c, ldc};
   set_panel(p, panel_storage, tb, b, ldb);
@@ -204,9 +221,9 @@ void skinny(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T*
   const int64_t tasks = (m + kRowsPerTask - 1) / kRowsPerTask;
   if (threads > 1 && tasks > 1 && double(m) * double(n) * double(k) >= kMinParallelWork) {
 #pragma omp parallel for schedule(static)
-    for (int64_t t = 0; t < tasks; ++t) rows(p, t * kRowsPerTask, std::min(m, (t + 1) * kRowsPerTask), ta);
+    for (int64_t t = 0; t < tasks; ++t) run_rows(p, t * kRowsPerTask, std::min(m, (t + 1) * kRowsPerTask), ta);
   } else {
-    rows(p, 0, m, ta);
+    run_rows(p, 0, m, ta);
   }
 }
 
@@ -219,6 +236,28 @@ void skinny_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
 void skinny_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
                  const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
   skinny<double>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+bool skinny_gemm_applies(int64_t m, int64_t n, int64_t k) {
+  return m >= kSkinnyMinRows && n >= 1 && k >= 1 && n <= kSkinnyMaxN && k <= kSkinnyMaxK &&
+         selected_variant().load(std::memory_order_relaxed) != Variant::Baseline;
+}
+
+std::vector<std::string> skinny_gemm_variants() {
+  std::vector<std::string> names;
+  for (Variant v : supported_variants()) names.push_back(kVariantNames[int(v)]);
+  return names;
+}
+
+void select_skinny_gemm_variant(const std::string& name) {
+  for (Variant v : supported_variants())
+    if (name == kVariantNames[int(v)]) {
+      selected_variant().store(v);
+      return;
+    }
+  std::string known;
+  for (const std::string& n : skinny_gemm_variants()) known += (known.empty() ? "" : ", ") + n;
+  LSF_FAIL() << "skinny_gemm: no variant '" << name << "' on this CPU (it runs: " << known << ")";
 }
 
 }  // namespace lsf::cpu

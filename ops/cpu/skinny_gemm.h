@@ -14,6 +14,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace lsf::cpu {
 
@@ -23,10 +25,10 @@ constexpr int64_t kSkinnyMaxN = 256;
 // 8 × 16 × 32 products: 1.5×); from 16 rows on the kernel here is level with them or ahead.
 constexpr int64_t kSkinnyMinRows = 16;
 
-// Whether the GEMM dispatch sends this product to skinny_gemm (which itself takes any m).
-inline bool skinny_gemm_applies(int64_t m, int64_t n, int64_t k) {
-  return m >= kSkinnyMinRows && n >= 1 && k >= 1 && n <= kSkinnyMaxN && k <= kSkinnyMaxK;
-}
+// Whether the GEMM dispatch sends this product to skinny_gemm (which itself takes any m): small
+// n and k, at least kSkinnyMinRows rows, and a vector variant selected (x86-64-v3 or v4; the
+// baseline variant, SSE2 without FMA, runs at a quarter of v3's rate and loses to OpenBLAS).
+bool skinny_gemm_applies(int64_t m, int64_t n, int64_t k);
 
 // c[i, j] = alpha · Σ_k a(i, k) · b(k, j) + beta · c[i, j] for i < m, j < n, where
 // a(i, k) = a[ta ? k·lda + i : i·lda + k] and b(k, j) = b[tb ? j·ldb + k : k·ldb + j], c[i·ldc + j];
@@ -37,5 +39,13 @@ void skinny_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                  const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 void skinny_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
                  const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
+
+// The kernel's instruction-set variants this CPU can run, best first, of "x86-64-v4" (6 × 4
+// vectors of 64 bytes), "x86-64-v3" (4 × 3 of 32 bytes) and "baseline" (4 × 3 of 16 bytes).
+// skinny_gemm runs the first unless told otherwise; tests run every one.
+std::vector<std::string> skinny_gemm_variants();
+// Makes skinny_gemm (on every thread) run the named variant; throws lsf::Error for a name
+// that is not in skinny_gemm_variants(). Not meant to be called while products run.
+void select_skinny_gemm_variant(const std::string& name);
 
 }  // namespace lsf::cpu
