@@ -69,13 +69,15 @@ TEST_CASE("reductions over non-contiguous and leading dims", "[reduce]") {
 }
 
 TEST_CASE("reductions over the leading dim of a large tensor match a per-column loop", "[reduce]") {
-  // [300, 2100]: parallel, blocks of whole columns (more than one per thread, the last one
-  // partial); a NaN in one column and a −inf in another check the propagation rules per column.
-  const int64_t rows = 300, cols = 2100;
+  // [300, 2100]: parallel blocks of whole columns (more than one per thread, the last one
+  // partial). [5000, 40]: too narrow for column blocks, so row chunks (the last one partial)
+  // combined in order. A NaN in one column and a −inf in the last check the propagation rules.
+  auto [rows, cols] = GENERATE(std::pair<int64_t, int64_t>{300, 2100}, std::pair<int64_t, int64_t>{5000, 40});
+  INFO("shape [" << rows << ", " << cols << "]");
   std::vector<float> values(size_t(rows * cols));
   for (size_t i = 0; i < values.size(); ++i) values[i] = float(int64_t(i * 7919 % 1013) - 506) / 64.0f;
   values[size_t(17 * cols + 5)] = std::numeric_limits<float>::quiet_NaN();
-  values[size_t(290 * cols + 2099)] = -std::numeric_limits<float>::infinity();
+  values[size_t(290 * cols + cols - 1)] = -std::numeric_limits<float>::infinity();
   Tensor x = tensor(values).view({rows, cols});
   const std::vector<float> got_sum = sum(x, {0}).to_vector<float>();
   const std::vector<float> got_max = amax(x, {0}).to_vector<float>();
@@ -104,7 +106,7 @@ TEST_CASE("reductions over the leading dim of a large tensor match a per-column 
     REQUIRE(got_max[size_t(j)] == want_max);
     REQUIRE(got_min[size_t(j)] == want_min);
   }
-  CHECK(got_min[2099] == -std::numeric_limits<float>::infinity());
+  CHECK(got_min[size_t(cols - 1)] == -std::numeric_limits<float>::infinity());
 }
 
 TEST_CASE("reductions pass float64 gradient checks", "[reduce][gradcheck]") {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <vector>
 
 #include "ops/cpu/loops.h"
 #include "ops/reduce.h"
@@ -68,8 +69,60 @@ void reduce_rows(ReduceOp op, O* out, const T* x, int64_t rows, int64_t n) {
 // gradients of a 512-wide layer grew 3.6× per doubling of rows once x no longer fit in cache.
 constexpr int64_t kLeadingMinBlock = 64, kLeadingMaxBlock = 1024;
 
+// Too few columns to give every thread a block (a 64-wide bias gradient over 16 384 rows):
+// rows in fixed chunks of kLeadingRowChunk, each reduced over all columns in parallel, then the
+// chunk results combined in chunk order. The chunk size, not the thread count, fixes the order
+// of every sum, so results do not depend on the threads.
+constexpr int64_t kLeadingRowChunk = 1024;
+
+// Folds v into a running max (min): a NaN best stays NaN, a NaN v is taken (NaN propagates).
+template <typename T>
+inline void keep_extremum(T& best, T v, bool is_max) {
+  if (!is_nan(best) && (is_nan(v) || (is_max ? v > best : v < best))) best = v;
+}
+
+template <typename T, typename O>
+void reduce_leading_row_chunks(ReduceOp op, O* out, const T* x, int64_t outer, int64_t inner) {
+  const int64_t chunks = (outer + kLeadingRowChunk - 1) / kLeadingRowChunk;
+  const bool is_max = op == ReduceOp::Max;
+  if (op == ReduceOp::Sum) {
+    std::vector<Acc<T>> partial(size_t(chunks * inner), Acc<T>(0));
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < chunks; ++c) {
+      Acc<T>* acc = partial.data() + c * inner;
+      for (int64_t i = c * kLeadingRowChunk; i < std::min(outer, (c + 1) * kLeadingRowChunk); ++i)
+        for (int64_t j = 0; j < inner; ++j) acc[j] += Acc<T>(x[i * inner + j]);
+    }
+    for (int64_t j = 0; j < inner; ++j) {
+      Acc<T> sum = 0;
+      for (int64_t c = 0; c < chunks; ++c) sum += partial[size_t(c * inner + j)];
+      out[j] = O(sum);
+    }
+    return;
+  }
+  std::vector<T> partial(size_t(chunks * inner));
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    T* best = partial.data() + c * inner;
+    const int64_t first = c * kLeadingRowChunk;
+    for (int64_t j = 0; j < inner; ++j) best[j] = x[first * inner + j];
+    for (int64_t i = first + 1; i < std::min(outer, first + kLeadingRowChunk); ++i)
+      for (int64_t j = 0; j < inner; ++j) keep_extremum(best[j], x[i * inner + j], is_max);
+  }
+  for (int64_t j = 0; j < inner; ++j) {
+    T best = partial[size_t(j)];
+    for (int64_t c = 1; c < chunks; ++c) keep_extremum(best, partial[size_t(c * inner + j)], is_max);
+    out[j] = O(best);
+  }
+}
+
 template <typename T, typename O>
 void reduce_leading(ReduceOp op, O* out, const T* x, int64_t outer, int64_t inner) {
+  if (outer * inner >= kParallelGrain && inner < 2 * kLeadingMinBlock && outer >= 2 * kLeadingRowChunk &&
+      !omp_in_parallel() && omp_get_max_threads() > 1) {
+    reduce_leading_row_chunks<T, O>(op, out, x, outer, inner);
+    return;
+  }
   const bool parallel = outer * inner >= kParallelGrain && inner >= 2 * kLeadingMinBlock && !omp_in_parallel();
   const int64_t parts = parallel ? omp_get_max_threads() : 1;
   const int64_t block = std::clamp((inner + parts - 1) / parts, kLeadingMinBlock, kLeadingMaxBlock);
@@ -87,11 +140,7 @@ void reduce_leading(ReduceOp op, O* out, const T* x, int64_t outer, int64_t inne
       T best[kLeadingMaxBlock];
       for (int64_t j = j0; j < j1; ++j) best[j - j0] = x[j];
       for (int64_t i = 1; i < outer; ++i)
-        for (int64_t j = j0; j < j1; ++j) {
-          const T v = x[i * inner + j];
-          T& b = best[j - j0];
-          if (!is_nan(b) && (is_nan(v) || (is_max ? v > b : v < b))) b = v;
-        }
+        for (int64_t j = j0; j < j1; ++j) keep_extremum(best[j - j0], x[i * inner + j], is_max);
       for (int64_t j = j0; j < j1; ++j) out[j] = O(best[j - j0]);
     }
   }
