@@ -48,8 +48,8 @@ def parse_args():
     p.add_argument("bench_attention", help="path to the built bench_attention binary")
     p.add_argument("--threads", type=int, required=True, help="threads for both sides")
     p.add_argument("--rounds", type=int, default=3, help="rounds of the LRA comparison (default 3)")
-    p.add_argument("--scaling-rounds", type=int, default=3,
-                   help="processes timing each long-short scaling case; per case the fastest of their medians (default 3)")
+    p.add_argument("--scaling-rounds", type=int, default=5,
+                   help="processes timing each long-short scaling case; per case the fastest of their medians (default 5)")
     p.add_argument("--sample-time", type=float, default=1.0, help="sampling seconds per measurement (default 1.0)")
     p.add_argument("--budget", type=float, default=60.0,
                    help="skip scaling cases predicted to take longer than this many seconds (default 60)")
