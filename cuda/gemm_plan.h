@@ -53,10 +53,7 @@ struct Which {
 };
 using Operand = gemm::Operand<Which>;
 using Problem = gemm::Problem<Which>;
-using gemm::blas_layout;
 using gemm::Layout;
-using gemm::fold_batch;
-using gemm::transpose_problem;
 
 }  // namespace detail
 
@@ -80,21 +77,13 @@ inline Plan make_plan(const Shape& c_shape, const Strides& a_strides, const Stri
   describe(p.a, a_strides, false);
   describe(p.b, b_strides, true);
   describe(p.c, c_strides, false);
+  const gemm::Layouts layouts = gemm::checked_layouts(p, "cuBLAS");
+  const Layout &la = layouts.a, &lb = layouts.b, &lc = layouts.c;
   Plan plan;
-  fold_batch(p);
-  if (!blas_layout(p.M, p.N, p.c.rs, p.c.cs).ok || blas_layout(p.M, p.N, p.c.rs, p.c.cs).trans) transpose_problem(p);
   plan.M = p.M;
   plan.N = p.N;
   plan.K = p.K;
-  const Layout la = blas_layout(p.M, p.K, p.a.rs, p.a.cs);
-  const Layout lb = blas_layout(p.K, p.N, p.b.rs, p.b.cs);
-  const Layout lc = blas_layout(p.M, p.N, p.c.rs, p.c.cs);
-  LSF_CHECK((la.ok || p.K == 0) && (lb.ok || p.K == 0) && lc.ok && !lc.trans)
-      << "gemm: an operand is not a matrix cuBLAS can read in place (strides a {" << p.a.rs << ", " << p.a.cs
-      << "}, b {" << p.b.rs << ", " << p.b.cs << "}, c {" << p.c.rs << ", " << p.c.cs << "}); pass gemm_operand(t)";
   if (p.K == 0) return plan;
-  for (int64_t v : {p.M, p.N, p.K, la.ld, lb.ld, lc.ld})
-    LSF_CHECK(v <= INT_MAX) << "gemm: size " << v << " exceeds cuBLAS's 32-bit integer range";
 
   // Output dims (c stride ≠ 0): the largest is cuBLAS's batch; reduction dims (c stride 0).
   std::vector<size_t> loop_dims, red_dims;
@@ -113,21 +102,14 @@ inline Plan make_plan(const Shape& c_shape, const Strides& a_strides, const Stri
   LSF_CHECK(batch <= INT_MAX) << "gemm: batch " << batch << " exceeds cuBLAS's 32-bit integer range";
   auto bstride = [&](const Operand& o) { return batch_dim < 0 ? int64_t(0) : o.batch[size_t(batch_dim)]; };
 
-  // Odometer over loop dims (outer) and reduction dims (inner), last dim fastest.
+  // Loop dims (outer) then reduction dims (inner), last dim fastest.
   std::vector<size_t> dims = loop_dims;
   dims.insert(dims.end(), red_dims.begin(), red_dims.end());
-  int64_t count = 1, red_count = 1;
-  for (size_t d : dims) count *= p.batch[d];
+  int64_t red_count = 1;
   for (size_t d : red_dims) red_count *= p.batch[d];
-  std::vector<int64_t> index(dims.size(), 0);
-  plan.calls.reserve(size_t(count));
-  for (int64_t i = 0; i < count; ++i) {
-    int64_t oa = 0, ob = 0, oc = 0;
-    for (size_t j = 0; j < dims.size(); ++j) {
-      oa += index[j] * p.a.batch[dims[j]];
-      ob += index[j] * p.b.batch[dims[j]];
-      oc += index[j] * p.c.batch[dims[j]];
-    }
+  const gemm::BatchOffsets offsets = gemm::batch_offsets(p, dims);
+  plan.calls.reserve(size_t(offsets.size()));
+  for (int64_t i = 0; i < offsets.size(); ++i) {
     // Row-major C = A·B as column-major Cᵀ = Bᵀ·Aᵀ.
     Call call;
     call.m = p.N;
@@ -136,22 +118,18 @@ inline Plan make_plan(const Shape& c_shape, const Strides& a_strides, const Stri
     call.trans_a = lb.trans;
     call.trans_b = la.trans;
     call.a_is_b = p.b.ref.is_b;
-    call.a = ob;
+    call.a = offsets.b[size_t(i)];
     call.lda = lb.ld;
     call.stride_a = bstride(p.b);
-    call.b = oa;
+    call.b = offsets.a[size_t(i)];
     call.ldb = la.ld;
     call.stride_b = bstride(p.a);
-    call.c = oc;
+    call.c = offsets.c[size_t(i)];
     call.ldc = lc.ld;
     call.stride_c = bstride(p.c);
     call.batch = batch;
     call.accumulate = i % red_count != 0;
     plan.calls.push_back(call);
-    for (size_t j = dims.size(); j-- > 0;) {
-      if (++index[j] < p.batch[dims[j]]) break;
-      index[j] = 0;
-    }
   }
   return plan;
 }

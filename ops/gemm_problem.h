@@ -9,14 +9,18 @@
 //     is summed along the dim and it continues a's columns and b's rows (the weight gradient
 //     xᵀ · dy summed over B). Size-1 batch dims are dropped.
 //  3. transpose_problem turns c = a·b into cᵀ = bᵀ·aᵀ, for a column-major c.
+//  4. checked_layouts runs 2 and 3 and returns the three BLAS layouts, checked; batch_offsets
+//     lists the operands' offsets for every index of the remaining batch dims.
 //
 // Operand<Ref> carries what a backend needs to find the tensor again (`ref`): a data pointer on
 // the CPU, which-tensor-is-it on CUDA. transpose_problem swaps a and b, refs included.
 #pragma once
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "engine/tensor.h"
 
@@ -115,6 +119,60 @@ void transpose_problem(Problem<Ref>& p) {
   std::swap(p.a, p.b);
   std::swap(p.M, p.N);
   for (Operand<Ref>* o : {&p.a, &p.b, &p.c}) std::swap(o->rs, o->cs);
+}
+
+// Steps 2–4: folds the batch dims, makes c row-major, and returns the BLAS layouts of a, b, c.
+// Throws lsf::Error (naming `blas`) when an operand is not a matrix BLAS can read in place or
+// a size exceeds BLAS's 32-bit integers.
+struct Layouts {
+  Layout a, b, c;
+};
+template <typename Ref>
+Layouts checked_layouts(Problem<Ref>& p, const char* blas) {
+  fold_batch(p);
+  if (!blas_layout(p.M, p.N, p.c.rs, p.c.cs).ok || blas_layout(p.M, p.N, p.c.rs, p.c.cs).trans) transpose_problem(p);
+  const Layouts l{blas_layout(p.M, p.K, p.a.rs, p.a.cs), blas_layout(p.K, p.N, p.b.rs, p.b.cs),
+                  blas_layout(p.M, p.N, p.c.rs, p.c.cs)};
+  LSF_CHECK((l.a.ok || p.K == 0) && (l.b.ok || p.K == 0) && l.c.ok && !l.c.trans)
+      << "gemm: an operand is not a matrix " << blas << " can read in place (strides a {" << p.a.rs << ", "
+      << p.a.cs << "}, b {" << p.b.rs << ", " << p.b.cs << "}, c {" << p.c.rs << ", " << p.c.cs
+      << "}); pass gemm_operand(t)";
+  const int64_t sizes[] = {p.M, p.N, p.K, l.a.ld, l.b.ld, l.c.ld};
+  for (int64_t v : sizes)
+    LSF_CHECK(v <= INT_MAX) << "gemm: size " << v << " exceeds " << blas << "'s 32-bit integer range";
+  return l;
+}
+
+// Element offsets of a, b and c for every index of a set of batch dims (last dim fastest).
+struct BatchOffsets {
+  std::vector<int64_t> a, b, c;
+  int64_t size() const { return int64_t(a.size()); }
+};
+template <typename Ref>
+BatchOffsets batch_offsets(const Problem<Ref>& p, const std::vector<size_t>& dims) {
+  BatchOffsets o;
+  int64_t count = 1;
+  for (size_t d : dims) count *= p.batch[d];
+  o.a.reserve(size_t(count));
+  o.b.reserve(size_t(count));
+  o.c.reserve(size_t(count));
+  std::vector<int64_t> index(dims.size(), 0);
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t oa = 0, ob = 0, oc = 0;
+    for (size_t j = 0; j < dims.size(); ++j) {
+      oa += index[j] * p.a.batch[dims[j]];
+      ob += index[j] * p.b.batch[dims[j]];
+      oc += index[j] * p.c.batch[dims[j]];
+    }
+    o.a.push_back(oa);
+    o.b.push_back(ob);
+    o.c.push_back(oc);
+    for (size_t j = dims.size(); j-- > 0;) {  // odometer increment, last dim fastest
+      if (++index[j] < p.batch[dims[j]]) break;
+      index[j] = 0;
+    }
+  }
+  return o;
 }
 
 }  // namespace lsf::gemm

@@ -22,7 +22,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <climits>
 #include <vector>
 
 #include "ops/cpu/skinny_gemm.h"
@@ -47,10 +46,9 @@ constexpr int64_t kSplitKMaxOutputPerThread = 128 * 128;
 // element.
 using Operand = gemm::Operand<char*>;
 using Problem = gemm::Problem<char*>;
-using gemm::blas_layout;
+using gemm::BatchOffsets;
+using gemm::batch_offsets;
 using gemm::Layout;
-using gemm::fold_batch;
-using gemm::transpose_problem;
 
 // One product: the skinny kernel when K and N are small and M is not (OpenBLAS's packing and
 // separate clearing pass dominate there), else OpenBLAS.
@@ -67,52 +65,10 @@ void gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double* a, 
               k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-// Element offsets of a, b and c for every index of a set of batch dims.
-struct BatchOffsets {
-  std::vector<int64_t> a, b, c;
-  int64_t size() const { return int64_t(a.size()); }
-};
-
-BatchOffsets batch_offsets(const Problem& p, const std::vector<size_t>& dims) {
-  BatchOffsets o;
-  int64_t count = 1;
-  for (size_t d : dims) count *= p.batch[d];
-  o.a.reserve(count);
-  o.b.reserve(count);
-  o.c.reserve(count);
-  std::vector<int64_t> index(dims.size(), 0);
-  for (int64_t i = 0; i < count; ++i) {
-    int64_t oa = 0, ob = 0, oc = 0;
-    for (size_t j = 0; j < dims.size(); ++j) {
-      oa += index[j] * p.a.batch[dims[j]];
-      ob += index[j] * p.b.batch[dims[j]];
-      oc += index[j] * p.c.batch[dims[j]];
-    }
-    o.a.push_back(oa);
-    o.b.push_back(ob);
-    o.c.push_back(oc);
-    for (size_t j = dims.size(); j-- > 0;) {  // odometer increment, last dim fastest
-      if (++index[j] < p.batch[dims[j]]) break;
-      index[j] = 0;
-    }
-  }
-  return o;
-}
-
 template <typename T>
 void run(Problem& p, T alpha, T beta) {
-  fold_batch(p);
-  if (!blas_layout(p.M, p.N, p.c.rs, p.c.cs).ok || blas_layout(p.M, p.N, p.c.rs, p.c.cs).trans)
-    transpose_problem(p);
-  const Layout la = blas_layout(p.M, p.K, p.a.rs, p.a.cs);
-  const Layout lb = blas_layout(p.K, p.N, p.b.rs, p.b.cs);
-  const Layout lc = blas_layout(p.M, p.N, p.c.rs, p.c.cs);
-  LSF_CHECK((la.ok || p.K == 0) && (lb.ok || p.K == 0) && lc.ok && !lc.trans)
-      << "gemm: an operand is not a matrix BLAS can read in place (strides a {" << p.a.rs << ", "
-      << p.a.cs << "}, b {" << p.b.rs << ", " << p.b.cs << "}, c {" << p.c.rs << ", " << p.c.cs
-      << "}); pass gemm_operand(t)";
-  for (int64_t v : {p.M, p.N, p.K, la.ld, lb.ld, lc.ld})
-    LSF_CHECK(v <= INT_MAX) << "gemm: size " << v << " exceeds BLAS's 32-bit integer range";
+  const gemm::Layouts layouts = gemm::checked_layouts(p, "BLAS");
+  const Layout &la = layouts.a, &lb = layouts.b, &lc = layouts.c;
 
   // Batch dims along which c has stride 0 are summed over; the others index c matrices.
   std::vector<size_t> out_dims, red_dims;
