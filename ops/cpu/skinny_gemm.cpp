@@ -4,7 +4,8 @@
 // touched: per k, NV vectors of the packed b row and MR broadcasts of a feed MR·NV FMAs. The
 // tile shape is chosen per instruction set (x86-64-v4: 6 × 4 zmm = 24 of 32 registers;
 // v3 and baseline: 4 × 3 of 16), each variant compiled with its own target attribute and
-// picked once at run time, as the library itself is built for baseline x86-64.
+// picked at run time (the best this CPU runs; select_skinny_gemm_variant overrides it), as the
+// library itself is built for baseline x86-64.
 //
 // fp-contract=fast lets GCC fuse acc += a·b into one FMA where the target has it (the project
 // compiles as ISO C++, which forbids contraction): one rounding per step, as BLAS kernels do.
@@ -46,7 +47,9 @@ struct Product {
   T alpha, beta;
   const T* a;
   int64_t lda;
-  const T* panel;  // op(b) as [k, panel_ld]: columns up to n rounded up to kPanelAlign are read, those past n never stored
+  // op(b) as [k, panel_ld]: columns up to n rounded up to kPanelAlign are read, those past n
+  // never stored.
+  const T* panel;
   int64_t panel_ld;
   T* c;
   int64_t ldc;

@@ -6,8 +6,8 @@
 // Why not OpenBLAS: its general path packs both operands and clears c in a separate pass
 // before accumulating; with K = 64 those memory passes cost more than the arithmetic (a
 // 16384 × 64 × 64 product ran at a third of the core's FMA rate on 2 threads). Here op(b),
-// at most 256 × 256, is packed once into an L2-resident panel, each tile of rows of a is read
-// once from memory, and c is written once.
+// at most 256 × 256, is packed once into an L2-resident panel (or read in place when it already
+// is one), each tile of rows of a is read once from memory, and c is written once.
 //
 // Determinism: every c element is the sum over k = 0, 1, …, K−1 in that order (one FMA chain
 // per lane), whatever the row split or thread count.
@@ -33,8 +33,9 @@ bool skinny_gemm_applies(int64_t m, int64_t n, int64_t k);
 // c[i, j] = alpha · Σ_k a(i, k) · b(k, j) + beta · c[i, j] for i < m, j < n, where
 // a(i, k) = a[ta ? k·lda + i : i·lda + k] and b(k, j) = b[tb ? j·ldb + k : k·ldb + j], c[i·ldc + j];
 // beta = 0 writes c without reading it (BLAS semantics: NaN in c does not propagate).
-// Requires 1 ≤ n ≤ kSkinnyMaxN and 1 ≤ k ≤ kSkinnyMaxK. Called outside a parallel region it splits the rows over
-// the OpenMP threads; inside one it runs on the calling thread.
+// Requires 1 ≤ n ≤ kSkinnyMaxN and 1 ≤ k ≤ kSkinnyMaxK (else lsf::Error). Called outside a
+// parallel region it splits the rows over the OpenMP threads; inside one it runs on the calling
+// thread.
 void skinny_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                  const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 void skinny_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
