@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 #include "ops/cpu/loops.h"
@@ -81,17 +82,31 @@ inline void keep_extremum(T& best, T v, bool is_max) {
   if (!is_nan(best) && (is_nan(v) || (is_max ? v > best : v < best))) best = v;
 }
 
+// Rows [i0, i1) of columns [j0, j1) of x [*, inner], row by row (each row's slice one
+// contiguous run): added into acc, or folded into best (which starts as row i0).
+template <typename T>
+void sum_rows(const T* x, int64_t inner, int64_t i0, int64_t i1, int64_t j0, int64_t j1, Acc<T>* acc) {
+  for (int64_t i = i0; i < i1; ++i)
+    for (int64_t j = j0; j < j1; ++j) acc[j - j0] += Acc<T>(x[i * inner + j]);
+}
+template <typename T>
+void extremum_rows(const T* x, int64_t inner, int64_t i0, int64_t i1, int64_t j0, int64_t j1, bool is_max, T* best) {
+  for (int64_t j = j0; j < j1; ++j) best[j - j0] = x[i0 * inner + j];
+  for (int64_t i = i0 + 1; i < i1; ++i)
+    for (int64_t j = j0; j < j1; ++j) keep_extremum(best[j - j0], x[i * inner + j], is_max);
+}
+
 template <typename T, typename O>
 void reduce_leading_row_chunks(ReduceOp op, O* out, const T* x, int64_t outer, int64_t inner) {
   const int64_t chunks = (outer + kLeadingRowChunk - 1) / kLeadingRowChunk;
+  auto rows_of = [&](int64_t c) { return std::pair{c * kLeadingRowChunk, std::min(outer, (c + 1) * kLeadingRowChunk)}; };
   const bool is_max = op == ReduceOp::Max;
   if (op == ReduceOp::Sum) {
     std::vector<Acc<T>> partial(size_t(chunks * inner), Acc<T>(0));
 #pragma omp parallel for schedule(static)
     for (int64_t c = 0; c < chunks; ++c) {
-      Acc<T>* acc = partial.data() + c * inner;
-      for (int64_t i = c * kLeadingRowChunk; i < std::min(outer, (c + 1) * kLeadingRowChunk); ++i)
-        for (int64_t j = 0; j < inner; ++j) acc[j] += Acc<T>(x[i * inner + j]);
+      const auto [i0, i1] = rows_of(c);
+      sum_rows(x, inner, i0, i1, 0, inner, partial.data() + c * inner);
     }
     for (int64_t j = 0; j < inner; ++j) {
       Acc<T> sum = 0;
@@ -103,11 +118,8 @@ void reduce_leading_row_chunks(ReduceOp op, O* out, const T* x, int64_t outer, i
   std::vector<T> partial(size_t(chunks * inner));
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < chunks; ++c) {
-    T* best = partial.data() + c * inner;
-    const int64_t first = c * kLeadingRowChunk;
-    for (int64_t j = 0; j < inner; ++j) best[j] = x[first * inner + j];
-    for (int64_t i = first + 1; i < std::min(outer, first + kLeadingRowChunk); ++i)
-      for (int64_t j = 0; j < inner; ++j) keep_extremum(best[j], x[i * inner + j], is_max);
+    const auto [i0, i1] = rows_of(c);
+    extremum_rows(x, inner, i0, i1, 0, inner, is_max, partial.data() + c * inner);
   }
   for (int64_t j = 0; j < inner; ++j) {
     T best = partial[size_t(j)];
@@ -131,16 +143,11 @@ void reduce_leading(ReduceOp op, O* out, const T* x, int64_t outer, int64_t inne
     const int64_t j1 = std::min(inner, j0 + block);
     if (op == ReduceOp::Sum) {
       Acc<T> acc[kLeadingMaxBlock] = {};
-      for (int64_t i = 0; i < outer; ++i)
-        for (int64_t j = j0; j < j1; ++j) acc[j - j0] += Acc<T>(x[i * inner + j]);
+      sum_rows(x, inner, 0, outer, j0, j1, acc);
       for (int64_t j = j0; j < j1; ++j) out[j] = O(acc[j - j0]);
     } else {
-      // Row by row as well; a column that met NaN keeps it (NaN propagates).
-      const bool is_max = op == ReduceOp::Max;
       T best[kLeadingMaxBlock];
-      for (int64_t j = j0; j < j1; ++j) best[j - j0] = x[j];
-      for (int64_t i = 1; i < outer; ++i)
-        for (int64_t j = j0; j < j1; ++j) keep_extremum(best[j - j0], x[i * inner + j], is_max);
+      extremum_rows(x, inner, 0, outer, j0, j1, op == ReduceOp::Max, best);
       for (int64_t j = j0; j < j1; ++j) out[j] = O(best[j - j0]);
     }
   }
