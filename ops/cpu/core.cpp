@@ -1,8 +1,5 @@
 // CPU implementations of the engine's core kernels: fill, converting strided copy, and the
 // in-place add used for gradient accumulation.
-#include <omp.h>
-
-#include <algorithm>
 #include <cstring>
 
 #include "engine/core_kernels.h"
@@ -18,26 +15,15 @@ void fill(const Tensor& dst, double value) {
   });
 }
 
-// Contiguous copies at least this large are split over the threads: one core's memcpy does not
-// reach the memory bandwidth, and autograd's gradient copies of whole activations are this big.
-constexpr size_t kParallelCopyBytes = size_t(1) << 20;
-constexpr size_t kCopyChunkBytes = size_t(1) << 18;
-
 void copy(const Tensor& dst, const Tensor& src) {
   if (dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous()) {
-    char* out = static_cast<char*>(dst.raw_data());
-    const char* in = static_cast<const char*>(src.raw_data());
-    const size_t bytes = dst.nbytes();
-    if (bytes < kParallelCopyBytes || omp_in_parallel()) {
-      std::memcpy(out, in, bytes);
-      return;
-    }
-    const int64_t chunks = int64_t((bytes + kCopyChunkBytes - 1) / kCopyChunkBytes);
-#pragma omp parallel for schedule(static)
-    for (int64_t c = 0; c < chunks; ++c) {
-      const size_t begin = size_t(c) * kCopyChunkBytes;
-      std::memcpy(out + begin, in + begin, std::min(kCopyChunkBytes, bytes - begin));
-    }
+    // memcpy per run: one run for contiguous tensors, which for_each_run splits over the
+    // threads when long (one core's memcpy does not reach the memory bandwidth, and autograd
+    // copies whole activations).
+    const size_t element = dst.element_size();
+    for_each_run<2>({&dst, &src}, [element](std::array<char*, 2> p, std::array<int64_t, 2>, int64_t n) {
+      std::memcpy(p[0], p[1], size_t(n) * element);
+    });
     return;
   }
   dispatch_all(dst.dtype(), [&]<typename To>() {
