@@ -1,6 +1,6 @@
 // bench_attention: CPU time and peak memory of the forward + backward pass of ONE attention layer
 // versus the sequence length n, for the bidirectional long-short attention
-// (nn::LongShortAttention, transformer-ls.md §2.3) and full softmax attention (nn::FullAttention);
+// (nn::LongShortAttention, docs/transformer-ls.md §2.3) and full softmax attention (nn::FullAttention);
 // and the LRA configuration that bench/torch_long_short.py reimplements in PyTorch.
 // bench/run_attention.py runs both and writes the "attention-cpu" section of bench/RESULTS.md.
 //

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """PyTorch side of the attention benchmark: the bidirectional long-short attention of
-transformer-ls.md §2.3 (LRA semantics, no CLS, no dropout) written from the specification in the
+docs/transformer-ls.md §2.3 (LRA semantics, no CLS, no dropout) written from the specification in the
 style of the official lra/attention_transformer_ls.py, checked against lsformer's output and
 gradients, and timed (forward + backward) at the same configuration.
 
@@ -86,7 +86,7 @@ def softmax_fp32(t, dim):
 
 
 def long_short_attention(x, p, heads, window, rank, mask):
-    """Bidirectional long-short attention (transformer-ls.md §2.3, steps 1-4 and 6-12, 14 without a
+    """Bidirectional long-short attention (docs/transformer-ls.md §2.3, steps 1-4 and 6-12, 14 without a
     CLS and without dropout). x [B, n, d]; p: the state dict; mask [B, n] bool (True: real token).
     The window branch pads K and V by ext rows at both ends and views them as n/w overlapping tiles
     of s = w + 2·ext rows with stride w (unfold); one joint softmax over [r global slots | s window

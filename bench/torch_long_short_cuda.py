@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """PyTorch side of the GPU attention benchmark (issue 7): forward + backward of (a) the
-bidirectional long-short attention core (transformer-ls.md §2.3 steps 7-12: one softmax over
+bidirectional long-short attention core (docs/transformer-ls.md §2.3 steps 7-12: one softmax over
 [r projected slots | window of span w + 2*max(w//2, 1)], written from the spec with pad + unfold
 tiles, the way the official lra/attention_transformer_ls.py materialises them) and (b)
 torch.nn.functional.scaled_dot_product_attention over all n keys (the flash kernel in bf16/f16),
@@ -33,7 +33,7 @@ def long_short_core(q, k, v, kbar, vbar, w):
     lw = torch.matmul(q.reshape(B, h, g, w, e), kt.transpose(-1, -2))  # [B, h, g, w, s]
     lw = lw.masked_fill(outside[:, None, :], float("-inf")).reshape(B, h, n, s)
     lg = torch.matmul(q, kbar.transpose(-1, -2))  # [B, h, n, r]
-    p = torch.softmax(torch.cat([lg, lw], -1).float(), -1).to(q.dtype)  # fp32 softmax (spec §1.1)
+    p = torch.softmax(torch.cat([lg, lw], -1).float(), -1).to(q.dtype)  # fp32 softmax (docs/transformer-ls.md §1.1)
     r = kbar.shape[2]
     out = torch.matmul(p[..., :r], vbar)
     out = out + torch.matmul(p[..., r:].reshape(B, h, g, w, s), vt).reshape(B, h, n, e)

@@ -17,7 +17,7 @@ namespace lsf::cuda::ls {
 constexpr int kWarp = 32;
 
 // Compute (accumulation) type: f64 stays f64 (exactness tests); f32, bf16 and f16 compute in
-// f32 — the softmax is always fp32 or wider (transformer-ls.md §10).
+// f32 — the softmax is always fp32 or wider (docs/transformer-ls.md §10).
 // Conversions are convert of cuda/dtype.cuh (bf16 / f16 through float, nearest even).
 template <typename T> struct AccOf { using type = compute_t<T>; };
 

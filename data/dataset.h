@@ -3,7 +3,7 @@
 // A Dataset is plain host data (token ids as int32 vectors), independent of tensors and devices;
 // data/batch.h turns a batch of examples into padded tensors. Token id 0 is the padding id.
 //
-// Token conventions per task (docs: data-formats.md §1.4):
+// Token conventions per task (docs/data-formats.md §1.4):
 //   listops     fixed vocabulary of 16 ids (data/listops.h), 10 classes
 //   text        byte + 1 (vocab 257), 2 classes for IMDb
 //   retrieval   byte + 1 (vocab 257) for both documents, 2 classes, paired

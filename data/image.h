@@ -1,5 +1,5 @@
 // CIFAR-10 (LRA "Image"): the binary batches turned into grayscale pixel sequences.
-// Spec: data-formats.md §1.4.4 and §1.5.
+// Spec: docs/data-formats.md §1.4.4 and §1.5.
 //
 // File format: records of 1 + 3072 bytes: a label byte 0..9, then 1024 R, 1024 G and 1024 B
 // bytes, each channel a row-major 32×32 plane. A file's size must be a multiple of 3073.

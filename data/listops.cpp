@@ -1,5 +1,5 @@
 // ListOps generator (port of LRA's lra_benchmarks/data/listops.py), TSV writer/reader and
-// tokenizer. See data/listops.h for the format; data-formats.md §1.4.1 for the reference.
+// tokenizer. See data/listops.h for the format; docs/data-formats.md §1.4.1 for the reference.
 //
 // Faithfulness to LRA's generate_tree(depth, max_depth, max_args), started at depth 1:
 //   r = random() if depth < max_depth else 1;  r > VALUE_P (0.25) → leaf, a uniform digit;

@@ -1,5 +1,5 @@
 // ListOps (LRA): a C++ port of the generator in lra_benchmarks/data/listops.py, LRA's TSV files,
-// and the fixed-vocabulary tokenizer. Spec: data-formats.md §1.4.1.
+// and the fixed-vocabulary tokenizer. Spec: docs/data-formats.md §1.4.1.
 //
 // An expression is a tree. Each operator node holds 2..max_args children; a leaf is a digit.
 //   MIN, MAX   min / max of the arguments

@@ -1,5 +1,5 @@
 // Pathfinder (LRA "Path"/"Path-X"): grayscale PNG images listed by plain-text metadata files.
-// Spec: data-formats.md §1.4.5.
+// Spec: docs/data-formats.md §1.4.5.
 //
 // Layout under `root` (e.g. lra_release/pathfinder32/curv_contour_length_14):
 //   metadata/<batch>.npy   despite the extension plain text, one image per line, space separated:

@@ -1,5 +1,5 @@
 // Byte-level document matching (LRA "Retrieval", AAN): the 5-column TSV
-// `label<TAB>id1<TAB>id2<TAB>text1<TAB>text2`, no header. Spec: data-formats.md §1.4.3.
+// `label<TAB>id1<TAB>id2<TAB>text1<TAB>text2`, no header. Spec: docs/data-formats.md §1.4.3.
 //
 // As LRA: the label is parsed as a float and must be 0 or 1; quotes are literal; each text is
 // cut to its first 10,000 bytes, then to max_length, and encoded as byte + 1 (vocab 257). Both

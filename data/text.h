@@ -1,5 +1,5 @@
 // Byte-level text classification (LRA "Text", IMDb): readers for a `label<TAB>text` TSV and for
-// the Stanford aclImdb folder layout. Spec: data-formats.md §1.4.2.
+// the Stanford aclImdb folder layout. Spec: docs/data-formats.md §1.4.2.
 //
 // Encoding as tfds ByteTextEncoder: each UTF-8 byte b becomes id b + 1 (0 stays the padding id),
 // vocab_size 257; a text is truncated to its first max_length bytes.

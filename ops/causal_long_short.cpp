@@ -1,4 +1,4 @@
-// Causal long-short attention core (transformer-ls.md §3.3 steps 8–11): argument checks, the
+// Causal long-short attention core (docs/transformer-ls.md §3.3 steps 8–11): argument checks, the
 // fused op with its backward node, and the composed reference built from primitive ops.
 //
 // The fused backward saves only the (contiguous) inputs, the output and one log-sum-exp per

@@ -1,4 +1,4 @@
-// The core of the causal (char-LM) long-short attention of transformer-ls.md §3.3 steps 8–11:
+// The core of the causal (char-LM) long-short attention of docs/transformer-ls.md §3.3 steps 8–11:
 // one joint softmax per query over its visible compressed slots and its window band of exactly
 // w keys, as one fused op (forward and backward) plus a composed version built from primitive
 // ops (the reference the fused op is tested against).

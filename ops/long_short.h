@@ -1,4 +1,4 @@
-// Bidirectional long-short attention core (transformer-ls.md §2.3 steps 7–12), fused: one op
+// Bidirectional long-short attention core (docs/transformer-ls.md §2.3 steps 7–12), fused: one op
 // with its own backward.
 //
 // Every query t attends, through ONE softmax, to

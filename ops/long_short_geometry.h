@@ -1,4 +1,4 @@
-// Index arithmetic of the bidirectional long-short window (transformer-ls.md §1.6, §2.3 step 8),
+// Index arithmetic of the bidirectional long-short window (docs/transformer-ls.md §1.6, §2.3 step 8),
 // written once for host and device code: which keys a query's window slots name, which queries
 // see a given key, and the dropout counter of a (row, slot) pair. CUDA-free (the qualifiers
 // below expand to nothing outside nvcc), so CPU tests check it against the dense oracle's own

@@ -1,4 +1,4 @@
-// Independent dense f64 oracle of the causal long-short attention (transformer-ls.md §3.3,
+// Independent dense f64 oracle of the causal long-short attention (docs/transformer-ls.md §3.3,
 // §9 "dense reference"): plain per-query loops that enumerate each query's slots straight from
 // the text — the compressed slots (chunk k, rank m) with the chunk distance D = Nm + c − k, the
 // mask D ≤ 0 and the position value D·r − 1 − m, then the w window keys at absolute positions

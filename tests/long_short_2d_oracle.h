@@ -1,4 +1,4 @@
-// An independent dense f64 reference for the 2-D long-short attention (transformer-ls.md §4.2–4.3):
+// An independent dense f64 reference for the 2-D long-short attention (docs/transformer-ls.md §4.2–4.3):
 // plain loops over std::vector<double>, one query at a time, enumerating that query's key slots
 // straight from the text — [r projected | T×T window with explicit image coordinates, −∞ off the
 // image, RPE row = dy·(w+2p) + dx | g global] — with an ordinary max-subtracted softmax over the

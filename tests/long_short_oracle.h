@@ -1,4 +1,4 @@
-// Independent dense O(n²) oracle of the bidirectional long-short attention (transformer-ls.md
+// Independent dense O(n²) oracle of the bidirectional long-short attention (docs/transformer-ls.md
 // §2.3, §9): plain double loops over std::vector, sharing no code with the engine. For every
 // query it enumerates its key slots explicitly (CLS, projected slots, then window positions by
 // the index arithmetic j = ⌊t/w⌋·w − ext + u), forms the logits, applies one softmax over that

@@ -1,4 +1,4 @@
-// Causal (char-LM) long-short attention, transformer-ls.md §3 and §9.2: the fused op
+// Causal (char-LM) long-short attention, docs/transformer-ls.md §3 and §9.2: the fused op
 // (ops/causal_long_short.h) against its composed version and the independent dense oracle
 // (tests/causal_long_short_oracle.h) in f32/f64, forward and gradients; T6's slot sets, position
 // values and window band; causality by perturbation (own chunk included); reach through

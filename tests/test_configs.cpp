@@ -34,7 +34,7 @@ TEST_CASE("every shipped config loads and validates", "[configs]") {
   for (const auto& entry : fs::recursive_directory_iterator(kConfigDir))
     if (entry.path().extension() == ".json") files.push_back(entry.path().string());
   std::sort(files.begin(), files.end());
-  // 3 LRA tasks × 5 settings of transformer-ls.md §2.5, and the quickstart.
+  // 3 LRA tasks × 5 settings of docs/transformer-ls.md §2.5, and the quickstart.
   REQUIRE(files.size() >= 16);
   for (const std::string& f : files) {
     INFO(f);

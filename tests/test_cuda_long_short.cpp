@@ -1,9 +1,10 @@
 // The CUDA long-short attention kernels (cuda/long_short.cu) against the CPU kernels
 // (ops/cpu/long_short.cpp) and the dense oracle (tests/long_short_oracle.h), forward and every
-// gradient, over the §9.1 geometries (T1–T4, w = 1, r = 0, w = 0 with and without the self slot,
-// padding) and random shapes, f64 / f32 / bf16, with and without dropout; plus CPU-running tests
-// of the index arithmetic the GPU kernels use (ops/long_short_geometry.h): window slots, the
-// queries that see a key, the dropout numbering and the Philox words.
+// gradient, over the docs/transformer-ls.md §9.1 geometries (T1–T4, w = 1, r = 0, w = 0 with
+// and without the self slot, padding) and random shapes, f64 / f32 / bf16, with and without
+// dropout; plus CPU-running tests of the index arithmetic the GPU kernels use
+// (ops/long_short_geometry.h): window slots, the queries that see a key, the dropout numbering
+// and the Philox words.
 //
 // [cuda] cases start with LSF_REQUIRE_CUDA_DEVICE() and skip without a GPU.
 #include <algorithm>

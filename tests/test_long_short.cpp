@@ -1,4 +1,4 @@
-// Bidirectional long-short attention (transformer-ls.md §2, §9.1): the fused op against the
+// Bidirectional long-short attention (docs/transformer-ls.md §2, §9.1): the fused op against the
 // composed op and both against the independent dense oracle (tests/long_short_oracle.h), the
 // §9.1 cases T1–T5 and invariants through nn::LongShortAttention, the layer against a PyTorch
 // implementation with the official parameter names (tests/fixtures/gen_long_short.py), float64

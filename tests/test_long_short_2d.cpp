@@ -1,4 +1,4 @@
-// Tests of nn::LongShortAttention2d (transformer-ls.md §4.2–4.3, test vectors §9.3): against the
+// Tests of nn::LongShortAttention2d (docs/transformer-ls.md §4.2–4.3, test vectors §9.3): against the
 // independent dense oracle of long_short_2d_oracle.h in f64 and f32, against a PyTorch
 // implementation (fixtures/gen_long_short_2d.py; forward and gradients), the RPE index map and its
 // collision counts, border masking, w = 1, full coverage vs dense attention, the global-token

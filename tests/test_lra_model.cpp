@@ -1,4 +1,4 @@
-// Tests of the LRA classifier (models/lra, transformer-ls.md §2.4): output shapes for every
+// Tests of the LRA classifier (models/lra, docs/transformer-ls.md §2.4): output shapes for every
 // attention kind, pooling and the dual encoder; parameter names; logits and gradients against a
 // PyTorch re-implementation (tests/fixtures/gen_lra_model.py); invariance to extra right padding;
 // the CLS entering only the last layer; f64 gradient checks; a short training run; option errors.

@@ -1,4 +1,4 @@
-// nn::CausalLongShortAttention (transformer-ls.md §3.3): projections, the two compression
+// nn::CausalLongShortAttention (docs/transformer-ls.md §3.3): projections, the two compression
 // paths, DualLN, the sinusoid position tables, then the fused (or composed) attention core of
 // ops/causal_long_short.h and the output projection. Shapes follow the header's legend.
 #include "models/attention/causal_long_short.h"

@@ -1,4 +1,4 @@
-// nn::CausalLongShortAttention: the causal (char-LM) long-short attention of transformer-ls.md
+// nn::CausalLongShortAttention: the causal (char-LM) long-short attention of docs/transformer-ls.md
 // §3 (official `ChunkedLSAttention`, autoregressive/model_lib/layer.py).
 //
 //   CausalLongShortAttention attn({.dim = 512, .heads = 8, .chunk_length = 16, .rank = 1,

@@ -10,9 +10,9 @@
 //   W_k.weight [d, d], W_k.bias [d]   keys
 //   W_v.weight [d, d], W_v.bias [d]   values
 //   W_o.weight [d, d], W_o.bias [d]   output projection (the LRA code base calls it "ff")
-// The names are those of transformer-ls.md §2.1, so the baseline and the long-short module
+// The names are those of docs/transformer-ls.md §2.1, so the baseline and the long-short module
 // share their W_q/W_k/W_v/W_o names. Biases are present unless qkv_bias / out_bias say otherwise.
-// Default initialisation: PyTorch's Linear defaults (the LRA setting, transformer-ls.md §2.6).
+// Default initialisation: PyTorch's Linear defaults (the LRA setting, docs/transformer-ls.md §2.6).
 //
 // Semantics, per head: Q = x W_q·e^{-1/2} (the query is scaled before the dot product, as in
 // the long-short modules), logits = Q Kᵀ, keys that are padding (mask false) and, when causal,

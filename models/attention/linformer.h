@@ -1,6 +1,6 @@
 // nn::LinformerAttention: Linformer (Wang et al. 2020) — keys and values are projected along
 // the sequence axis from n to k rows by learned fixed matrices, so every query attends to k
-// slots: O(n·k) time and memory. The LRA baseline (transformer-ls.md §2.5 compares against it)
+// slots: O(n·k) time and memory. The LRA baseline (docs/transformer-ls.md §2.5 compares against it)
 // uses k = 256.
 //
 //   auto attn = std::make_shared<nn::LinformerAttention>(

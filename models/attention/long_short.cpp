@@ -1,4 +1,4 @@
-// nn::LongShortAttention (bidirectional, LRA semantics): transformer-ls.md §2.3 steps 1–14.
+// nn::LongShortAttention (bidirectional, LRA semantics): docs/transformer-ls.md §2.3 steps 1–14.
 //
 // The core (steps 7–12: global and window logits, one softmax, zeroed padded rows, dropout,
 // context) is the fused op lsf::long_short_attention, or with options.fused = false the same

@@ -1,5 +1,5 @@
 // nn::LongShortAttention: the bidirectional long-short attention of Transformer-LS with LRA
-// semantics (transformer-ls.md §2.1–2.3, §2.7): a segment window of w tokens with span
+// semantics (docs/transformer-ls.md §2.1–2.3, §2.7): a segment window of w tokens with span
 // w + 2·max(⌊w/2⌋, 1), a dynamic projection of rank r computed from the layer input, DualLN,
 // one joint softmax, and the optional last-layer CLS with its context-as-keys update.
 //

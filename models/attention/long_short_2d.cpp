@@ -1,4 +1,4 @@
-// nn::LongShortAttention2d: ViL-LS 2-D long-short attention (transformer-ls.md §4.2–4.3),
+// nn::LongShortAttention2d: ViL-LS 2-D long-short attention (docs/transformer-ls.md §4.2–4.3),
 // composed from primitive differentiable ops.
 //
 // Layout of the computation (B batch, h heads, e = C/h, nx map side, G = (nx/w)² groups,
@@ -20,7 +20,8 @@
 //    3×3 offsets that cannot address it (§4.3: "w = 1 with RPE is unusable"), so w = 1 requires
 //    rpe = false; w = 1 without RPE is supported (3×3 key blocks).
 //  * Softmaxes run in the activation dtype (f32 or f64); the engine has no half types, so the
-//    spec's "fp32 softmax" holds for f32 activations and f64 is used as-is for checks.
+//    "fp32 softmax" of docs/transformer-ls.md §1.1 holds for f32 activations and f64 is used
+//    as-is for checks.
 //  * Initialisation follows ViL (§4.4): Linear weights trunc-normal std 0.02, biases 0,
 //    LayerNorms (1, 0), the RPE table trunc-normal 0.02.
 #include "models/attention/long_short_2d.h"

@@ -1,4 +1,4 @@
-// nn::LongShortAttention2d: the 2-D long-short attention of ViL-LS (transformer-ls.md §4.1–4.3),
+// nn::LongShortAttention2d: the 2-D long-short attention of ViL-LS (docs/transformer-ls.md §4.1–4.3),
 // composed from primitive ops (matmul, softmax, pad, index_select, masked_fill, views).
 //
 //   LongShortAttention2d attn({.dim = 96, .heads = 3, .window = 7, .rank = 8});

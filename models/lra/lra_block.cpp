@@ -1,4 +1,4 @@
-// The LRA embeddings, pre-LN block and classifier head (see lra_block.h; transformer-ls.md §2.4).
+// The LRA embeddings, pre-LN block and classifier head (see lra_block.h; docs/transformer-ls.md §2.4).
 #include "models/lra/lra_block.h"
 
 #include "engine/error.h"

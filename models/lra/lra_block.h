@@ -1,4 +1,4 @@
-// The parts of the LRA classifier (transformer-ls.md §2.4), as the official LRA code
+// The parts of the LRA classifier (docs/transformer-ls.md §2.4), as the official LRA code
 // (Transformer-LS-LRA/model.py and model_wrapper.py, from the Nyströmformer code base) builds them:
 //
 //   LraEmbeddings  word_embeddings (token table) + position_embeddings (learned absolute

@@ -1,4 +1,4 @@
-// lra::LraClassifier: the Long Range Arena classifier of Transformer-LS (transformer-ls.md §2.4–2.6)
+// lra::LraClassifier: the Long Range Arena classifier of Transformer-LS (docs/transformer-ls.md §2.4–2.6)
 // with any of the attention modules: long-short (incl. the projection-only w = 0 and window-only
 // r = 0 ablations), full softmax attention, or Linformer.
 //

@@ -144,7 +144,7 @@ void check_option_keys(const char* type, size_t group, const OptionMap& options,
 
 // ---- weight-decay groups by parameter name ----
 
-// The no-decay name patterns of the ViL-LS recipe (transformer-ls.md §4.5): a parameter whose
+// The no-decay name patterns of the ViL-LS recipe (docs/transformer-ls.md §4.5): a parameter whose
 // name contains any of them is not decayed.
 std::vector<std::string> vil_no_decay_patterns();
 

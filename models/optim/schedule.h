@@ -6,7 +6,7 @@
 //     ...forward, backward, clip...; opt.step();
 //   }
 //
-// What the paper's three code bases use (transformer-ls.md §2.6, §3.8, §4.5):
+// What the paper's three code bases use (docs/transformer-ls.md §2.6, §3.8, §4.5):
 //   LRA      OneCycle{.max_lr = 1e-4, .total_steps = N, .pct_start = warmup/N, .anneal = Linear}
 //            — also cycles AdamW's beta1 0.95 → 0.85 → 0.95
 //   char-LM  WarmupConstant{.lr, .warmup_steps}        (fairseq "fixed" + warmup)

@@ -46,7 +46,7 @@ struct DataFiles {
 
 struct DataConfig {
   std::string task = "listops";  // listops | text | retrieval | image | pathfinder
-  // The task's directory in its release layout (data-formats.md §1.4):
+  // The task's directory in its release layout (docs/data-formats.md §1.4):
   //   listops     .../listops-1000              basic_{train,val,test}.tsv
   //   text        .../aclImdb                   {train,test}/{neg,pos}/*.txt (dev = test, as LRA)
   //   retrieval   .../tsv_data                  new_aan_pairs.{train,eval,test}.tsv
