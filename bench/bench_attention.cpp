@@ -47,8 +47,8 @@
 #include "bench_cli.h"
 #include "bench_timing.h"
 
-#include "models/attention/full_attention.h"
-#include "models/attention/long_short.h"
+#include "lsformer/models/attention/full_attention.h"
+#include "lsformer/models/attention/long_short.h"
 
 namespace {
 

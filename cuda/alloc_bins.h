@@ -26,7 +26,7 @@
 #include <mutex>
 #include <vector>
 
-#include "engine/storage.h"
+#include "lsformer/engine/storage.h"
 
 namespace lsf::cuda::alloc {
 

@@ -11,10 +11,10 @@
 #include <memory>
 #include <mutex>
 
-#include "cuda/alloc_bins.h"
-#include "cuda/allocator.cuh"
-#include "cuda/runtime.cuh"
-#include "engine/storage.h"
+#include "lsformer/cuda/alloc_bins.h"
+#include "lsformer/cuda/allocator.cuh"
+#include "lsformer/cuda/runtime.cuh"
+#include "lsformer/engine/storage.h"
 
 namespace lsf::cuda {
 namespace {

@@ -6,8 +6,9 @@
 // Three paths, picked on the host: every operand contiguous (16-byte vector loads and stores
 // when the pointers allow); contiguous except a broadcast scalar (x * 2); and the general one,
 // where an OffsetCalc maps each output index to the three operands' offsets.
-#include "cuda/reduce_utils.cuh"
-#include "ops/binary.h"
+#include "lsformer/cuda/reduce_utils.cuh"
+#include "lsformer/ops/binary.h"
+#include "lsformer/ops/kernels/binary.h"
 
 namespace lsf::cuda {
 namespace {

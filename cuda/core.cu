@@ -8,8 +8,8 @@
 #include <cstring>
 #include <mutex>
 
-#include "cuda/strided.cuh"
-#include "engine/core_kernels.h"
+#include "lsformer/cuda/strided.cuh"
+#include "lsformer/engine/core_kernels.h"
 
 namespace lsf::cuda {
 namespace {

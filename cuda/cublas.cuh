@@ -7,7 +7,7 @@
 
 #include <cublas_v2.h>
 
-#include "cuda/runtime.cuh"
+#include "lsformer/cuda/runtime.cuh"
 
 // Any cuBLAS call that fails becomes an lsf::Error naming the call and cuBLAS's status.
 #define LSF_CUBLAS_CHECK(expr)                                                                     \

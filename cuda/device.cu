@@ -1,9 +1,9 @@
 // Device properties, synchronisation and the cache switch behind engine/cuda_api.h. The
 // backend is installed at load time by storing a pointer: no CUDA call happens then.
-#include "cuda/allocator.cuh"
-#include "cuda/runtime.cuh"
-#include "engine/cuda_api.h"
-#include "engine/device.h"
+#include "lsformer/cuda/allocator.cuh"
+#include "lsformer/cuda/runtime.cuh"
+#include "lsformer/engine/cuda_api.h"
+#include "lsformer/engine/device.h"
 
 namespace lsf::cuda {
 namespace {

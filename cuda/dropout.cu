@@ -5,9 +5,10 @@
 // y = x · (keep ? scale : 0) in x's dtype, as on the CPU (f32 and f64 bit-identical; bf16 and
 // f16, which the CPU does not take, compute in float with scale rounded to float and round
 // once to the storage type). Contiguous f32 runs use 16-byte loads and stores.
-#include "cuda/kb_common.cuh"
-#include "engine/philox.h"
-#include "ops/dropout.h"
+#include "lsformer/cuda/kb_common.cuh"
+#include "lsformer/engine/philox.h"
+#include "lsformer/ops/dropout.h"
+#include "lsformer/ops/kernels/dropout.h"
 
 namespace lsf::cuda {
 namespace {
@@ -20,7 +21,7 @@ using kb::to_compute;
 
 // y, mask, x [n] contiguous; block b covers elements 4b .. 4b + 3.
 template <typename T>
-__global__ void dropout_forward_kernel(T* __restrict__ y, uint8_t* __restrict__ mask, const T* __restrict__ x,
+__global__ void dropout_forward_cuda_kernel(T* __restrict__ y, uint8_t* __restrict__ mask, const T* __restrict__ x,
                                        int64_t n, int64_t blocks, uint64_t seed, uint64_t offset,
                                        uint32_t threshold, typename Compute<T>::type scale, bool vectorized) {
   using C = typename Compute<T>::type;
@@ -80,9 +81,9 @@ void dropout_forward(const Tensor& y, const Tensor& mask, const Tensor& x, doubl
     const T* px = static_cast<const T*>(x.raw_data());
     uint8_t* pm = static_cast<uint8_t*>(mask.raw_data());
     const bool vectorized = aligned16(py) && aligned16(px) && reinterpret_cast<uintptr_t>(pm) % 4 == 0;
-    dropout_forward_kernel<T><<<blocks_for(blocks), kThreads, 0, current_stream()>>>(
+    dropout_forward_cuda_kernel<T><<<blocks_for(blocks), kThreads, 0, current_stream()>>>(
         py, pm, px, n, blocks, state.seed, state.offset, threshold, scale, vectorized);
-    LSF_CUDA_CHECK_LAUNCH("dropout_forward_kernel");
+    LSF_CUDA_CHECK_LAUNCH("dropout_forward_cuda_kernel");
   });
 }
 
@@ -103,7 +104,7 @@ void dropout_backward(const Tensor& dx, const Tensor& dy, const Tensor& mask, do
 
 }  // namespace
 
-LSF_REGISTER_KERNEL(dropout_kernel, DeviceType::CUDA, dropout_forward);
+LSF_REGISTER_KERNEL(dropout_forward_kernel, DeviceType::CUDA, dropout_forward);
 LSF_REGISTER_KERNEL(dropout_backward_kernel, DeviceType::CUDA, dropout_backward);
 
 }  // namespace lsf::cuda

@@ -14,8 +14,8 @@
 
 #include <type_traits>
 
-#include "cuda/runtime.cuh"
-#include "engine/dtype.h"
+#include "lsformer/cuda/runtime.cuh"
+#include "lsformer/engine/dtype.h"
 
 namespace lsf::cuda {
 

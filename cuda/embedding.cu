@@ -14,8 +14,9 @@
 // device error flag (cuda/kb_common.cuh) after the kernels, which skip them.
 #include <cub/cub.cuh>
 
-#include "cuda/kb_common.cuh"
-#include "ops/embedding.h"
+#include "lsformer/cuda/kb_common.cuh"
+#include "lsformer/ops/embedding.h"
+#include "lsformer/ops/kernels/embedding.h"
 
 namespace lsf::cuda {
 namespace {

@@ -2,7 +2,7 @@
 // strided-batched calls. CUDA-free, so a CPU test (tests/test_cuda_alloc_bins.cpp) can run
 // the plan through a reference column-major GEMM and compare it with the CPU kernel.
 //
-// Plan (steps 1–3 are ops/gemm_problem.h's, shared with the CPU kernel; then cuBLAS's own shape):
+// Plan (steps 1–3 are ops/kernels/gemm_problem.h's, shared with the CPU kernel; then cuBLAS's own shape):
 //  1. Each operand is a matrix (rows, cols, element strides) plus one stride per batch dim;
 //     size-1 batch dims are dropped.
 //  2. Batch dims fold into M, N or K when the strides allow (same rules as the CPU): one large
@@ -21,9 +21,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/error.h"
-#include "engine/tensor.h"
-#include "ops/gemm_problem.h"
+#include "lsformer/engine/error.h"
+#include "lsformer/engine/tensor.h"
+#include "lsformer/ops/kernels/gemm_problem.h"
 
 namespace lsf::cuda::gemm_plan {
 

@@ -14,8 +14,9 @@
 //   index_add:   one thread per (outer slice, inner column); it walks j = 0 .. n − 1.
 // The price is serial work along `dim` per thread, fine for gradient shapes (many lines or
 // columns), slow for a single very long line.
-#include "cuda/kb_common.cuh"
-#include "ops/index.h"
+#include "lsformer/cuda/kb_common.cuh"
+#include "lsformer/ops/index.h"
+#include "lsformer/ops/kernels/index.h"
 
 namespace lsf::cuda {
 namespace {

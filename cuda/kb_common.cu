@@ -2,7 +2,7 @@
 // use and kept for the life of the process (like the per-device streams of runtime.cu).
 #include <array>
 
-#include "cuda/kb_common.cuh"
+#include "lsformer/cuda/kb_common.cuh"
 
 namespace lsf::cuda::kb {
 

@@ -9,11 +9,11 @@
 #include <mutex>
 #include <vector>
 
-#include "cuda/dtype.cuh"
-#include "cuda/offset_calc.h"
-#include "cuda/runtime.cuh"
-#include "engine/storage.h"
-#include "engine/tensor.h"
+#include "lsformer/cuda/dtype.cuh"
+#include "lsformer/cuda/offset_calc.h"
+#include "lsformer/cuda/runtime.cuh"
+#include "lsformer/engine/storage.h"
+#include "lsformer/engine/tensor.h"
 
 namespace lsf::cuda::kb {
 

@@ -13,8 +13,9 @@
 // dtypes f32, f64, bf16, f16; row statistics accumulate in float (f64 for f64), the parameter
 // gradients in double. For bf16/f16, mean and rstd are stored in that dtype (the op allocates
 // them like x), so the backward sees them rounded to 2^-8 (bf16) relative.
-#include "cuda/reduce_utils.cuh"
-#include "ops/layer_norm.h"
+#include "lsformer/cuda/reduce_utils.cuh"
+#include "lsformer/ops/layer_norm.h"
+#include "lsformer/ops/kernels/layer_norm.h"
 
 namespace lsf::cuda {
 namespace {
@@ -23,7 +24,7 @@ using namespace ka;
 
 // y, x [rows, n]; mean, rstd [rows]; w, b [n] or null.
 template <typename T, int G>
-__global__ void layer_norm_forward_kernel(T* __restrict__ y, T* __restrict__ mean, T* __restrict__ rstd,
+__global__ void layer_norm_forward_cuda_kernel(T* __restrict__ y, T* __restrict__ mean, T* __restrict__ rstd,
                                           const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
                                           int64_t rows, int64_t n, acc_t<T> eps) {
   using A = acc_t<T>;
@@ -146,22 +147,22 @@ const T* optional_ptr(const Tensor& t) {
 
 void layer_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& weight,
                         const Tensor& bias, double eps) {
-  check_cuda_tensors("layer_norm_kernel", {&y, &mean, &rstd, &x, &weight, &bias});
+  check_cuda_tensors("layer_norm_forward_kernel", {&y, &mean, &rstd, &x, &weight, &bias});
   const int64_t rows = mean.numel();
   const int64_t n = rows > 0 ? x.numel() / rows : 0;
   LSF_CHECK(x.is_contiguous() && y.is_contiguous() && (!weight.defined() || weight.numel() == n) &&
             (!bias.defined() || bias.numel() == n))
-      << "internal: layer_norm_kernel (CUDA) got x " << x.shape() << " with " << rows << " rows";
+      << "internal: layer_norm_forward_kernel (CUDA) got x " << x.shape() << " with " << rows << " rows";
   if (rows == 0 || n == 0) return;
   DeviceGuard guard(x.device().index);
   dispatch_cuda_float(x.dtype(), "layer_norm", [&]<typename T>() {
     with_group(n, [&]<int G>() {
-      layer_norm_forward_kernel<T, G><<<blocks_for(rows, kRowsPerBlock<G>), kBlockThreads<G>, 0, current_stream()>>>(
+      layer_norm_forward_cuda_kernel<T, G><<<blocks_for(rows, kRowsPerBlock<G>), kBlockThreads<G>, 0, current_stream()>>>(
           ptr<T>(y), ptr<T>(mean), ptr<T>(rstd), ptr<const T>(x), optional_ptr<T>(weight), optional_ptr<T>(bias), rows,
           n, acc_t<T>(eps));
     });
   });
-  LSF_CUDA_CHECK_LAUNCH("layer_norm_forward_kernel");
+  LSF_CUDA_CHECK_LAUNCH("layer_norm_forward_cuda_kernel");
 }
 
 void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
@@ -200,7 +201,7 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
 
 }  // namespace
 
-LSF_REGISTER_KERNEL(layer_norm_kernel, DeviceType::CUDA, layer_norm_forward);
+LSF_REGISTER_KERNEL(layer_norm_forward_kernel, DeviceType::CUDA, layer_norm_forward);
 LSF_REGISTER_KERNEL(layer_norm_backward_kernel, DeviceType::CUDA, layer_norm_backward);
 
 }  // namespace lsf::cuda

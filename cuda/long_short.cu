@@ -26,7 +26,7 @@
 //     dK̄ = Σ_t ds_t,i·q_t and dV̄ = Σ_t p_t,i·f_t,i·dout_t (threads own (i, f) pairs and add
 //     the warps' rows in warp order after each barrier).
 //  2. ls_backward_keys, key-centric: one block per (batch·head, 32 keys); each key's queries are
-//     the ≤ 3 segments whose band holds it (ops/long_short_geometry.h). Query rows (q, dout,
+//     the ≤ 3 segments whose band holds it (ops/kernels/long_short_geometry.h). Query rows (q, dout,
 //     log-sum-exp, D) are staged 32 at a time; a warp owns a key, lanes take one query each to
 //     recompute p, ds and p·f, and the key's dK/dV rows are summed over queries in order.
 //  3. ls_reduce_bar: dK̄/dV̄ = the per-block partials summed in block order.
@@ -39,12 +39,13 @@
 #include <algorithm>
 #include <string>
 
-#include "cuda/long_short_tiles.cuh"
-#include "cuda/runtime.cuh"
-#include "engine/tensor.h"
-#include "ops/factory.h"
-#include "ops/long_short.h"
-#include "ops/long_short_geometry.h"
+#include "lsformer/cuda/long_short_tiles.cuh"
+#include "lsformer/cuda/runtime.cuh"
+#include "lsformer/engine/tensor.h"
+#include "lsformer/ops/factory.h"
+#include "lsformer/ops/long_short.h"
+#include "lsformer/ops/kernels/long_short.h"
+#include "lsformer/ops/kernels/long_short_geometry.h"
 
 namespace lsf::cuda {
 namespace {
@@ -643,7 +644,7 @@ void long_short_backward_cuda(const Tensor& dq, const Tensor& dk, const Tensor& 
 
 }  // namespace
 
-LSF_REGISTER_KERNEL(long_short_attention_kernel, DeviceType::CUDA, long_short_forward_cuda);
-LSF_REGISTER_KERNEL(long_short_attention_backward_kernel, DeviceType::CUDA, long_short_backward_cuda);
+LSF_REGISTER_KERNEL(long_short_forward_kernel, DeviceType::CUDA, long_short_forward_cuda);
+LSF_REGISTER_KERNEL(long_short_backward_kernel, DeviceType::CUDA, long_short_backward_cuda);
 
 }  // namespace lsf::cuda

@@ -1,6 +1,6 @@
 // Device helpers of the fused long-short attention kernels (cuda/long_short.cu): the compute
 // type of each storage type, conversions, warp reductions, and the dropout factor (Philox words
-// from ops/long_short_geometry.h, bit for bit engine/random.h's). Internal to cuda/.
+// from ops/kernels/long_short_geometry.h, bit for bit engine/random.h's). Internal to cuda/.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -9,8 +9,8 @@
 
 #include <cstdint>
 
-#include "cuda/dtype.cuh"
-#include "ops/long_short_geometry.h"
+#include "lsformer/cuda/dtype.cuh"
+#include "lsformer/ops/kernels/long_short_geometry.h"
 
 namespace lsf::cuda::ls {
 

@@ -18,8 +18,9 @@
 // dtypes f32, f64, bf16, f16 (float compute for the 16-bit ones and f32, f64 for f64).
 #include <limits>
 
-#include "cuda/reduce_utils.cuh"
-#include "ops/loss.h"
+#include "lsformer/cuda/reduce_utils.cuh"
+#include "lsformer/ops/loss.h"
+#include "lsformer/ops/kernels/loss.h"
 
 namespace lsf::cuda {
 namespace {
@@ -216,8 +217,8 @@ Geometry geometry(const Tensor& input, const Tensor& target, const char* what) {
 
 ClassLossStats cross_entropy_forward(const Tensor& loss, const Tensor& lse, const Tensor& logits, const Tensor& target,
                                      int64_t ignore_index, double label_smoothing) {
-  check_cuda_tensors("cross_entropy_kernel", {&loss, &lse, &logits, &target});
-  const Geometry g = geometry(logits, target, "cross_entropy_kernel");
+  check_cuda_tensors("cross_entropy_forward_kernel", {&loss, &lse, &logits, &target});
+  const Geometry g = geometry(logits, target, "cross_entropy_forward_kernel");
   const int64_t total = g.N * g.K;
   if (total == 0) return {};
   const Smoothing sm = smoothing(label_smoothing, g.C);
@@ -239,7 +240,7 @@ ClassLossStats cross_entropy_forward(const Tensor& loss, const Tensor& lse, cons
             pl, ptr<T>(lse), scratch.elem_ptr(), scratch.stat_ptr(), ptr<const T>(logits), ptr<const I>(target), g.N,
             g.C, g.K, ignore_index, sm);
       }
-      LSF_CUDA_CHECK_LAUNCH("cross_entropy_kernel");
+      LSF_CUDA_CHECK_LAUNCH("cross_entropy_forward_kernel");
       result = scratch.finish(ptr<const I>(target), total, stream);
     });
   });
@@ -295,8 +296,8 @@ void cross_entropy_backward(const Tensor& dlogits, const Tensor& dloss, const Te
 }
 
 ClassLossStats nll_forward(const Tensor& loss, const Tensor& log_probs, const Tensor& target, int64_t ignore_index) {
-  check_cuda_tensors("nll_loss_kernel", {&loss, &log_probs, &target});
-  const Geometry g = geometry(log_probs, target, "nll_loss_kernel");
+  check_cuda_tensors("nll_loss_forward_kernel", {&loss, &log_probs, &target});
+  const Geometry g = geometry(log_probs, target, "nll_loss_forward_kernel");
   const int64_t total = g.N * g.K;
   if (total == 0) return {};
   DeviceGuard guard(log_probs.device().index);
@@ -308,7 +309,7 @@ ClassLossStats nll_forward(const Tensor& loss, const Tensor& log_probs, const Te
       nll_forward_kernel<T, I><<<blocks_for(total), kThreads, 0, stream>>>(
           loss.defined() ? ptr<T>(loss) : nullptr, scratch.elem_ptr(), scratch.stat_ptr(), ptr<const T>(log_probs),
           ptr<const I>(target), g.N, g.C, g.K, ignore_index);
-      LSF_CUDA_CHECK_LAUNCH("nll_loss_kernel");
+      LSF_CUDA_CHECK_LAUNCH("nll_loss_forward_kernel");
       result = scratch.finish(ptr<const I>(target), total, stream);
     });
   });
@@ -355,9 +356,9 @@ void nll_backward(const Tensor& dlog_probs, const Tensor& dloss, const Tensor& t
 
 }  // namespace
 
-LSF_REGISTER_KERNEL(cross_entropy_kernel, DeviceType::CUDA, cross_entropy_forward);
+LSF_REGISTER_KERNEL(cross_entropy_forward_kernel, DeviceType::CUDA, cross_entropy_forward);
 LSF_REGISTER_KERNEL(cross_entropy_backward_kernel, DeviceType::CUDA, cross_entropy_backward);
-LSF_REGISTER_KERNEL(nll_loss_kernel, DeviceType::CUDA, nll_forward);
+LSF_REGISTER_KERNEL(nll_loss_forward_kernel, DeviceType::CUDA, nll_forward);
 LSF_REGISTER_KERNEL(nll_loss_backward_kernel, DeviceType::CUDA, nll_backward);
 
 }  // namespace lsf::cuda

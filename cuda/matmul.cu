@@ -9,13 +9,14 @@
 #include <memory>
 #include <mutex>
 
-#include "cuda/cublas.cuh"
-#include "cuda/gemm_plan.h"
-#include "cuda/strided.cuh"
-#include "engine/core_kernels.h"
-#include "engine/cuda_api.h"
-#include "engine/storage.h"
-#include "ops/matmul.h"
+#include "lsformer/cuda/cublas.cuh"
+#include "lsformer/cuda/gemm_plan.h"
+#include "lsformer/cuda/strided.cuh"
+#include "lsformer/engine/core_kernels.h"
+#include "lsformer/engine/cuda_api.h"
+#include "lsformer/engine/storage.h"
+#include "lsformer/ops/matmul.h"
+#include "lsformer/ops/kernels/matmul.h"
 
 namespace lsf::cuda {
 

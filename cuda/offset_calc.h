@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/error.h"
+#include "lsformer/engine/error.h"
 
 #if defined(__CUDACC__)
 #define LSF_OFFSET_HD __host__ __device__ __forceinline__

@@ -18,8 +18,9 @@
 #include <cstring>
 #include <vector>
 
-#include "cuda/kb_common.cuh"
-#include "ops/optim_update.h"
+#include "lsformer/cuda/kb_common.cuh"
+#include "lsformer/ops/optim_update.h"
+#include "lsformer/ops/kernels/optim_update.h"
 
 namespace lsf::cuda {
 namespace {

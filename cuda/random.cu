@@ -8,9 +8,9 @@
 // type a GPU normal equals the CPU's up to those few double ulps (f64) or one ulp of the
 // element type at a rounding boundary (f32 / bf16 / f16); tests/test_cuda_random.cpp derives
 // the bound.
-#include "cuda/kb_common.cuh"
-#include "engine/philox.h"
-#include "ops/random_kernels.h"
+#include "lsformer/cuda/kb_common.cuh"
+#include "lsformer/engine/philox.h"
+#include "lsformer/ops/kernels/random.h"
 
 namespace lsf::cuda {
 namespace {

@@ -20,9 +20,10 @@
 #include <cstdlib>
 #include <limits>
 
-#include "cuda/reduce_utils.cuh"
-#include "ops/factory.h"
-#include "ops/reduce.h"
+#include "lsformer/cuda/reduce_utils.cuh"
+#include "lsformer/ops/factory.h"
+#include "lsformer/ops/reduce.h"
+#include "lsformer/ops/kernels/reduce.h"
 
 namespace lsf::cuda {
 namespace {

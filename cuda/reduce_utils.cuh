@@ -15,10 +15,10 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "cuda/dtype.cuh"
-#include "cuda/offset_calc.h"
-#include "cuda/runtime.cuh"
-#include "engine/tensor.h"
+#include "lsformer/cuda/dtype.cuh"
+#include "lsformer/cuda/offset_calc.h"
+#include "lsformer/cuda/runtime.cuh"
+#include "lsformer/engine/tensor.h"
 
 namespace lsf::cuda::ka {
 

@@ -2,8 +2,8 @@
 #include <mutex>
 #include <vector>
 
-#include "cuda/runtime.cuh"
-#include "engine/device.h"
+#include "lsformer/cuda/runtime.cuh"
+#include "lsformer/engine/device.h"
 
 namespace lsf::cuda {
 

@@ -12,8 +12,8 @@
 
 #include <cstdint>
 
-#include "engine/dtype.h"
-#include "engine/error.h"
+#include "lsformer/engine/dtype.h"
+#include "lsformer/engine/error.h"
 
 // Any CUDA runtime call that fails becomes an lsf::Error naming the call and CUDA's reason.
 #define LSF_CUDA_CHECK(expr)                                                                 \

@@ -12,8 +12,9 @@
 //
 // dtypes f32, f64, bf16, f16; f32/bf16/f16 compute and accumulate in float (as the CPU does
 // for f32), f64 in double.
-#include "cuda/reduce_utils.cuh"
-#include "ops/softmax.h"
+#include "lsformer/cuda/reduce_utils.cuh"
+#include "lsformer/ops/softmax.h"
+#include "lsformer/ops/kernels/softmax.h"
 
 namespace lsf::cuda {
 namespace {
@@ -120,7 +121,7 @@ Tensor contiguous_input(const Tensor& t) { return t.is_contiguous() ? t : t.deta
 
 void softmax_forward(bool log, const Tensor& y, const Tensor& x, int64_t dim) {
   const char* name = log ? "log_softmax" : "softmax";
-  check_cuda_tensors("softmax_kernel", {&y, &x});
+  check_cuda_tensors("softmax_forward_kernel", {&y, &x});
   LSF_CHECK(y.shape() == x.shape() && y.dtype() == x.dtype() && y.is_contiguous())
       << "internal: " << name << " CUDA kernel got y " << y.shape() << " for x " << x.shape();
   const SoftmaxGeometry g = softmax_geometry(x.shape(), dim);
@@ -143,7 +144,7 @@ void softmax_forward(bool log, const Tensor& y, const Tensor& x, int64_t dim) {
     if (log) run.template operator()<true>();
     else run.template operator()<false>();
   });
-  LSF_CUDA_CHECK_LAUNCH("softmax_kernel");
+  LSF_CUDA_CHECK_LAUNCH("softmax_forward_kernel");
 }
 
 void softmax_backward(bool log, const Tensor& dx, const Tensor& dy, const Tensor& y, int64_t dim) {
@@ -177,7 +178,7 @@ void softmax_backward(bool log, const Tensor& dx, const Tensor& dy, const Tensor
 
 }  // namespace
 
-LSF_REGISTER_KERNEL(softmax_kernel, DeviceType::CUDA, softmax_forward);
+LSF_REGISTER_KERNEL(softmax_forward_kernel, DeviceType::CUDA, softmax_forward);
 LSF_REGISTER_KERNEL(softmax_backward_kernel, DeviceType::CUDA, softmax_backward);
 
 }  // namespace lsf::cuda

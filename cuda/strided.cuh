@@ -6,10 +6,10 @@
 #include <array>
 #include <type_traits>
 
-#include "cuda/dtype.cuh"
-#include "cuda/runtime.cuh"
-#include "cuda/offset_calc.h"
-#include "engine/tensor.h"
+#include "lsformer/cuda/dtype.cuh"
+#include "lsformer/cuda/runtime.cuh"
+#include "lsformer/cuda/offset_calc.h"
+#include "lsformer/engine/tensor.h"
 
 namespace lsf::cuda {
 

@@ -12,8 +12,9 @@
 // other contiguous ones a one-element-per-thread grid-stride loop; views an OffsetCalc.
 #include <limits>
 
-#include "cuda/reduce_utils.cuh"
-#include "ops/unary.h"
+#include "lsformer/cuda/reduce_utils.cuh"
+#include "lsformer/ops/unary.h"
+#include "lsformer/ops/kernels/unary.h"
 
 namespace lsf::cuda {
 namespace {
@@ -161,7 +162,7 @@ __device__ __forceinline__ T forward_element(UnaryOp op, T x, const Params<acc_t
 // ---- kernels: y contiguous; x contiguous (Dense) or mapped through calc ----
 
 template <typename T, bool Dense>
-__global__ void unary_forward_kernel(UnaryOp op, T* __restrict__ y, const T* __restrict__ x, Params<acc_t<T>> p,
+__global__ void unary_forward_cuda_kernel(UnaryOp op, T* __restrict__ y, const T* __restrict__ x, Params<acc_t<T>> p,
                                      OffsetCalc<1> calc, int64_t n) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t xo = Dense ? i : calc.get(i).v[0];
@@ -251,19 +252,19 @@ void launch_forward(UnaryOp op, const Tensor& y, const Tensor& x, double a, doub
     unary_forward_vec_kernel<T, V><<<blocks_for((n + V - 1) / V), kThreads, 0, current_stream()>>>(
         op, ptr<T>(y), ptr<const T>(x), p, n);
   } else if (x.is_contiguous()) {
-    unary_forward_kernel<T, true><<<blocks_for(n), kThreads, 0, current_stream()>>>(op, ptr<T>(y), ptr<const T>(x), p,
+    unary_forward_cuda_kernel<T, true><<<blocks_for(n), kThreads, 0, current_stream()>>>(op, ptr<T>(y), ptr<const T>(x), p,
                                                                                    OffsetCalc<1>{}, n);
   } else {
-    const OffsetCalc<1> calc = offset_calc<1>({&x}, "unary_kernel");
-    unary_forward_kernel<T, false><<<blocks_for(n), kThreads, 0, current_stream()>>>(op, ptr<T>(y), ptr<const T>(x),
+    const OffsetCalc<1> calc = offset_calc<1>({&x}, "unary_forward_kernel");
+    unary_forward_cuda_kernel<T, false><<<blocks_for(n), kThreads, 0, current_stream()>>>(op, ptr<T>(y), ptr<const T>(x),
                                                                                     p, calc, n);
   }
-  LSF_CUDA_CHECK_LAUNCH("unary_forward_kernel");
+  LSF_CUDA_CHECK_LAUNCH("unary_forward_cuda_kernel");
 }
 
 void unary_forward(UnaryOp op, const Tensor& y, const Tensor& x, double a, double b) {
   const char* name = unary_op_name(op);
-  check_cuda_tensors("unary_kernel", {&y, &x});
+  check_cuda_tensors("unary_forward_kernel", {&y, &x});
   LSF_CHECK(y.shape() == x.shape() && y.dtype() == x.dtype() && y.is_contiguous())
       << "internal: " << name << " CUDA kernel got y " << y.shape() << " " << y.dtype() << " for x " << x.shape()
       << " " << x.dtype();
@@ -319,7 +320,7 @@ void unary_backward(UnaryOp op, const Tensor& dx, const Tensor& dy, const Tensor
 
 }  // namespace
 
-LSF_REGISTER_KERNEL(unary_kernel, DeviceType::CUDA, unary_forward);
+LSF_REGISTER_KERNEL(unary_forward_kernel, DeviceType::CUDA, unary_forward);
 LSF_REGISTER_KERNEL(unary_backward_kernel, DeviceType::CUDA, unary_backward);
 
 }  // namespace lsf::cuda

@@ -5,9 +5,11 @@
 //   - the causal long-short attention kernels: only the bidirectional op has fused GPU kernels
 //     so far (cuda/long_short.cu); a causal layer runs on a GPU through its composed path
 //     (set_fused(false)).
-#include "engine/device.h"
-#include "ops/causal_long_short.h"
-#include "ops/conv.h"
+#include "lsformer/engine/device.h"
+#include "lsformer/ops/causal_long_short.h"
+#include "lsformer/ops/kernels/causal_long_short.h"
+#include "lsformer/ops/conv.h"
+#include "lsformer/ops/kernels/conv.h"
 
 namespace lsf::cuda {
 

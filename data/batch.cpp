@@ -2,13 +2,13 @@
 //
 // Epoch permutation: a Fisher–Yates shuffle drawn from PhiloxStream(seed, stream = epoch), so
 // epoch e's order depends on nothing but (seed, e) — not on how many batches were drawn before.
-#include "data/batch.h"
+#include "lsformer/data/batch.h"
 
 #include <algorithm>
 #include <numeric>
 
-#include "data/random_stream.h"
-#include "engine/error.h"
+#include "lsformer/data/random_stream.h"
+#include "lsformer/engine/error.h"
 
 namespace lsf::data {
 

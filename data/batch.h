@@ -21,8 +21,8 @@
 #include <mutex>
 #include <vector>
 
-#include "data/dataset.h"
-#include "engine/tensor.h"
+#include "lsformer/data/dataset.h"
+#include "lsformer/engine/tensor.h"
 
 namespace lsf::data {
 

@@ -1,12 +1,12 @@
 // Small file helpers shared by the data readers and writers (see data/file_util.h).
-#include "data/file_util.h"
+#include "lsformer/data/file_util.h"
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
 
-#include "engine/error.h"
+#include "lsformer/engine/error.h"
 
 namespace lsf::data {
 

@@ -1,9 +1,9 @@
 // CIFAR-10 binary batches → grayscale pixel sequences (data/image.h has the derivation of the
 // grayscale rounding).
-#include "data/image.h"
+#include "lsformer/data/image.h"
 
-#include "data/file_util.h"
-#include "engine/error.h"
+#include "lsformer/data/file_util.h"
+#include "lsformer/engine/error.h"
 
 namespace lsf::data {
 

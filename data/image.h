@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "data/dataset.h"
+#include "lsformer/data/dataset.h"
 
 namespace lsf::data {
 

@@ -13,7 +13,7 @@
 //    which keeps a draw's cost bounded by max_length. Trees are i.i.d., so stopping one early
 //    does not bias the next.
 // LRA splits a Python set (arbitrary order); we split in generation order, also an i.i.d. split.
-#include "data/listops.h"
+#include "lsformer/data/listops.h"
 
 #include <algorithm>
 #include <deque>
@@ -22,10 +22,10 @@
 #include <system_error>
 #include <unordered_set>
 
-#include "data/file_util.h"
-#include "data/random_stream.h"
-#include "engine/safetensors.h"
-#include "engine/error.h"
+#include "lsformer/data/file_util.h"
+#include "lsformer/data/random_stream.h"
+#include "lsformer/engine/safetensors.h"
+#include "lsformer/engine/error.h"
 
 namespace lsf::data {
 namespace {

@@ -1,5 +1,5 @@
 // Pathfinder reader: metadata listing, libpng decoding, seeded 80/10/10 split (data/pathfinder.h).
-#include "data/pathfinder.h"
+#include "lsformer/data/pathfinder.h"
 
 #include <png.h>
 
@@ -9,9 +9,9 @@
 #include <sstream>
 #include <system_error>
 
-#include "data/file_util.h"
-#include "data/random_stream.h"
-#include "engine/error.h"
+#include "lsformer/data/file_util.h"
+#include "lsformer/data/random_stream.h"
+#include "lsformer/engine/error.h"
 
 namespace lsf::data {
 namespace {

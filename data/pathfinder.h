@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "data/dataset.h"
+#include "lsformer/data/dataset.h"
 
 namespace lsf::data {
 

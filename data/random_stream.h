@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "engine/random.h"
+#include "lsformer/engine/random.h"
 
 namespace lsf::data {
 

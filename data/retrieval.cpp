@@ -1,12 +1,12 @@
 // AAN retrieval reader: the 5-column no-header TSV of LRA (data/retrieval.h).
-#include "data/retrieval.h"
+#include "lsformer/data/retrieval.h"
 
 #include <algorithm>
 #include <cstdlib>
 
-#include "data/file_util.h"
-#include "data/text.h"
-#include "engine/error.h"
+#include "lsformer/data/file_util.h"
+#include "lsformer/data/text.h"
+#include "lsformer/engine/error.h"
 
 namespace lsf::data {
 

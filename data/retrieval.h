@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "data/dataset.h"
+#include "lsformer/data/dataset.h"
 
 namespace lsf::data {
 

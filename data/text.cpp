@@ -1,13 +1,13 @@
 // Byte-level text readers: `label<TAB>text` TSV and the aclImdb folder layout (data/text.h).
-#include "data/text.h"
+#include "lsformer/data/text.h"
 
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
 #include <system_error>
 
-#include "data/file_util.h"
-#include "engine/error.h"
+#include "lsformer/data/file_util.h"
+#include "lsformer/engine/error.h"
 
 namespace lsf::data {
 

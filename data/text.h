@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "data/dataset.h"
+#include "lsformer/data/dataset.h"
 
 namespace lsf::data {
 

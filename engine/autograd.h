@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/tensor.h"
+#include "lsformer/engine/tensor.h"
 
 namespace lsf {
 

@@ -2,8 +2,8 @@
 // conversion, and in-place addition (gradient accumulation). Every backend implements them.
 #pragma once
 
-#include "engine/dispatch.h"
-#include "engine/tensor.h"
+#include "lsformer/engine/dispatch.h"
+#include "lsformer/engine/tensor.h"
 
 namespace lsf {
 

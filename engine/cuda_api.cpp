@@ -1,11 +1,11 @@
 // The CUDA-free side of engine/cuda_api.h: forwards to the backend the CUDA build installs,
 // or explains that this build has none.
-#include "engine/cuda_api.h"
+#include "lsformer/engine/cuda_api.h"
 
 #include <atomic>
 
-#include "engine/device.h"
-#include "engine/error.h"
+#include "lsformer/engine/device.h"
+#include "lsformer/engine/error.h"
 
 namespace lsf::cuda {
 namespace {

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/storage.h"
+#include "lsformer/engine/storage.h"
 
 namespace lsf::cuda {
 

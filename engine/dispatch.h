@@ -1,21 +1,24 @@
 // Kernel tables: one function pointer per device type for each backend kernel.
 //
-// An op in ops/ declares its kernels with LSF_DECLARE_KERNEL in its header and defines them
-// with LSF_DEFINE_KERNEL in its .cpp; each backend fills its slot with LSF_REGISTER_KERNEL from
-// its own file (ops/cpu/<family>.cpp, cuda/<family>.cu), under the same name. Calling a kernel
-// that a device lacks throws an lsf::Error naming kernel and device; a backend may also mark
-// a kernel unsupported on purpose. tests/test_dispatch.cpp checks that every kernel is either
-// implemented or marked on every built backend.
+// An op family declares its kernels with LSF_DECLARE_KERNEL in its internal kernel header
+// (ops/kernels/<family>.h, not installed) and defines them with LSF_DEFINE_KERNEL in
+// ops/<family>.cpp; each backend fills its slot with LSF_REGISTER_KERNEL from its own file
+// (ops/cpu/<family>.cpp, cuda/<family>.cu), under the same name. Calling a kernel that a device
+// lacks throws an lsf::Error naming kernel and device; a backend may also mark a kernel
+// unsupported on purpose. tests/test_dispatch.cpp checks that every kernel is either
+// implemented or marked on every built backend. Names and argument order follow one convention
+// (docs/architecture.md, "Vocabulary"): <op>_forward_kernel / <op>_backward_kernel; a selector
+// first, then outputs, incoming gradients, inputs and saved tensors, sizes, flags.
 //
-//   LSF_DECLARE_KERNEL(softmax_forward_kernel, void(const Tensor& x, Tensor& y, int64_t dim));
-//   softmax_forward_kernel(x.device(), x, y, dim);
+//   LSF_DECLARE_KERNEL(softmax_forward_kernel, void(bool log, const Tensor& y, const Tensor& x, int64_t dim));
+//   softmax_forward_kernel(x.device(), /*log=*/false, y, x, dim);   // the first argument picks the backend
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "engine/device.h"
-#include "engine/error.h"
+#include "lsformer/engine/device.h"
+#include "lsformer/engine/error.h"
 
 namespace lsf {
 

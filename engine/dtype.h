@@ -9,7 +9,7 @@
 #include <ostream>
 #include <type_traits>
 
-#include "engine/error.h"
+#include "lsformer/engine/error.h"
 
 namespace lsf {
 

@@ -98,7 +98,7 @@ LSF_HOST_DEVICE double normal_from_bits(uint32_t a, uint32_t b, bool sine) {
 }
 
 // Element i of a random tensor drawn from generator state (seed, offset); the layouts of
-// ops/random_kernels.h (f32-family uniform: word i % 4 of block offset + i / 4; f64 uniform:
+// ops/kernels/random.h (f32-family uniform: word i % 4 of block offset + i / 4; f64 uniform:
 // words 2(i % 2), 2(i % 2) + 1 of block offset + i / 2; normal: pair (i % 4) / 2 of block
 // offset + i / 4, cosine for even i, sine for odd i).
 LSF_HOST_DEVICE float uniform_f32_element(uint64_t seed, uint64_t offset, uint64_t i) {

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <mutex>
 
-#include "engine/philox.h"
+#include "lsformer/engine/philox.h"
 
 namespace lsf {
 

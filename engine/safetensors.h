@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/tensor.h"
+#include "lsformer/engine/tensor.h"
 
 namespace lsf {
 

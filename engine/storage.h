@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "engine/device.h"
+#include "lsformer/engine/device.h"
 
 namespace lsf {
 

@@ -1,11 +1,14 @@
-#include "ops/binary.h"
+#include "lsformer/ops/binary.h"
+#include "lsformer/ops/kernels/binary.h"
 
 #include <cmath>
 
-#include "engine/autograd.h"
-#include "ops/factory.h"
-#include "ops/reduce.h"
-#include "ops/unary.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/ops/factory.h"
+#include "lsformer/ops/reduce.h"
+#include "lsformer/ops/kernels/reduce.h"
+#include "lsformer/ops/unary.h"
+#include "lsformer/ops/kernels/unary.h"
 
 namespace lsf {
 

@@ -5,15 +5,9 @@
 // operand takes the tensor's dtype (a fractional scalar with an integer tensor is an error).
 #pragma once
 
-#include "engine/dispatch.h"
-#include "engine/tensor.h"
+#include "lsformer/engine/tensor.h"
 
 namespace lsf {
-
-enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Eq, Ne, Lt, Le, Gt, Ge };
-
-// out = op(a, b) elementwise; a and b are already broadcast to out's shape.
-LSF_DECLARE_KERNEL(binary_kernel, void(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b));
 
 // The broadcast shape of a and b; throws naming `op` and both shapes if incompatible.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);

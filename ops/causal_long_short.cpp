@@ -4,19 +4,25 @@
 // The fused backward saves only the (contiguous) inputs, the output and one log-sum-exp per
 // query; the kernel recomputes every probability it needs from them (see
 // ops/cpu/causal_long_short.cpp).
-#include "ops/causal_long_short.h"
+#include "lsformer/ops/causal_long_short.h"
+#include "lsformer/ops/kernels/causal_long_short.h"
 
 #include <limits>
 #include <vector>
 
-#include "engine/autograd.h"
-#include "ops/binary.h"
-#include "ops/factory.h"
-#include "ops/index.h"
-#include "ops/matmul.h"
-#include "ops/reduce.h"
-#include "ops/shape.h"
-#include "ops/softmax.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/ops/binary.h"
+#include "lsformer/ops/kernels/binary.h"
+#include "lsformer/ops/factory.h"
+#include "lsformer/ops/index.h"
+#include "lsformer/ops/kernels/index.h"
+#include "lsformer/ops/matmul.h"
+#include "lsformer/ops/kernels/matmul.h"
+#include "lsformer/ops/reduce.h"
+#include "lsformer/ops/kernels/reduce.h"
+#include "lsformer/ops/shape.h"
+#include "lsformer/ops/softmax.h"
+#include "lsformer/ops/kernels/softmax.h"
 
 namespace lsf {
 

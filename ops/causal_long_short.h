@@ -26,8 +26,7 @@
 // Output: [B, h, M, e].
 #pragma once
 
-#include "engine/dispatch.h"
-#include "engine/tensor.h"
+#include "lsformer/engine/tensor.h"
 
 namespace lsf {
 
@@ -41,17 +40,6 @@ struct CausalLongShortGeometry {
 struct CausalLongShortInputs {
   Tensor q, kw, vw, u, v, rw, kc, vc, rc;
 };
-
-// out [B, h, M, e] (overwritten) and lse [B, h, M] (overwritten; log Σ exp of each query's
-// logits, which the backward reuses to recompute the probabilities without storing them).
-LSF_DECLARE_KERNEL(causal_long_short_forward_kernel,
-                   void(const Tensor& out, const Tensor& lse, const CausalLongShortInputs& in,
-                        const CausalLongShortGeometry& g));
-// Gradients (each overwritten, undefined when not needed) in the fields of `grads`, named like
-// the inputs; dout [B, h, M, e] and the forward's out and lse. The logits are recomputed.
-LSF_DECLARE_KERNEL(causal_long_short_backward_kernel,
-                   void(const CausalLongShortInputs& grads, const Tensor& dout, const Tensor& out,
-                        const Tensor& lse, const CausalLongShortInputs& in, const CausalLongShortGeometry& g));
 
 // Fused: no [M, Nc + w] tensor exists in forward or backward.
 Tensor causal_long_short_attention(const CausalLongShortInputs& in, const CausalLongShortGeometry& g);

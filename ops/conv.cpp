@@ -1,13 +1,14 @@
 // conv2d: argument checks, the forward kernel, and a backward node that saves x and weight
 // (the im2col matrix is recomputed in backward rather than kept: it is kH·kW times larger
 // than x) and computes only the gradients asked for, in one backward kernel call.
-#include "ops/conv.h"
+#include "lsformer/ops/conv.h"
+#include "lsformer/ops/kernels/conv.h"
 
 #include <climits>
 #include <ostream>
 
-#include "engine/autograd.h"
-#include "ops/factory.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/ops/factory.h"
 
 namespace lsf {
 

@@ -17,8 +17,7 @@
 #include <cstdint>
 #include <iosfwd>
 
-#include "engine/dispatch.h"
-#include "engine/tensor.h"
+#include "lsformer/engine/tensor.h"
 
 namespace lsf {
 
@@ -40,14 +39,6 @@ struct Conv2dOptions {
   Int2 dilation = 1;  // spacing of kernel taps, ≥ 1
   int64_t groups = 1; // divides C and O
 };
-
-// y = conv(x, weight) + bias (overwrites y). x [N, C, H, W], weight [O, C/G, kH, kW],
-// y [N, O, Ho, Wo] contiguous; bias [O] contiguous or undefined. Shapes already checked.
-LSF_DECLARE_KERNEL(conv2d_forward_kernel, void(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options));
-// Gradients, each overwritten and skipped when undefined: dx [N, C, H, W], dweight
-// [O, C/G, kH, kW], dbias [O], all contiguous. Inputs dy [N, O, Ho, Wo], x and weight contiguous
-// (x may be undefined when dweight is not asked for, weight when dx is not).
-LSF_DECLARE_KERNEL(conv2d_backward_kernel, void(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy, const Tensor& x, const Tensor& weight, const Conv2dOptions& options));
 
 // The output shape [N, O, Ho, Wo] of conv2d for a 4-D input, after checking every argument
 // (throws lsf::Error naming conv2d and the shapes).

@@ -2,17 +2,19 @@
 //
 // The mask is drawn once in forward and saved (u8, one byte per element); backward multiplies
 // by it and the scale. Nothing else is saved: not x, not the generator state.
-#include "ops/dropout.h"
+#include "lsformer/ops/dropout.h"
+#include "lsformer/ops/kernels/dropout.h"
 
 #include <cmath>
 
-#include "engine/autograd.h"
-#include "ops/binary.h"
-#include "ops/factory.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/ops/binary.h"
+#include "lsformer/ops/kernels/binary.h"
+#include "lsformer/ops/factory.h"
 
 namespace lsf {
 
-LSF_DEFINE_KERNEL(dropout_kernel, void(const Tensor& y, const Tensor& mask, const Tensor& x, double p, GeneratorState state));
+LSF_DEFINE_KERNEL(dropout_forward_kernel, void(const Tensor& y, const Tensor& mask, const Tensor& x, double p, GeneratorState state));
 LSF_DEFINE_KERNEL(dropout_backward_kernel, void(const Tensor& dx, const Tensor& dy, const Tensor& mask, double scale));
 
 uint32_t dropout_keep_threshold(double p) {
@@ -34,7 +36,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* generator) {
   Tensor mask = empty(x.shape(), x.options().dtype(kU8));
   {
     NoGradGuard no_grad;  // a contiguous copy of x is plumbing, not part of the graph
-    dropout_kernel(x.device(), y, mask, x.contiguous(), p, state);
+    dropout_forward_kernel(x.device(), y, mask, x.contiguous(), p, state);
   }
   if (autograd::any_requires_grad({&x})) {
     autograd::SavedTensor saved_mask(mask);

@@ -1,5 +1,5 @@
 // Dropout with a Philox mask: element i is kept when uniform_f32_at(state, i) ≥ p (see
-// ops/random_kernels.h) and scaled by 1/(1 − p). The mask depends only on the generator's
+// ops/kernels/random.h) and scaled by 1/(1 − p). The mask depends only on the generator's
 // (seed, offset) at the call, so the CUDA backend reproduces it exactly.
 //
 // Counter use: a call on n elements reserves (n + 3) / 4 Philox blocks from the generator
@@ -10,22 +10,10 @@
 // rounded to x's dtype; dropped ones are x · 0 (as PyTorch's input * mask, so NaN stays NaN).
 #pragma once
 
-#include "engine/dispatch.h"
-#include "engine/random.h"
-#include "engine/tensor.h"
+#include "lsformer/engine/random.h"
+#include "lsformer/engine/tensor.h"
 
 namespace lsf {
-
-// y = x · mask / (1 − p) and mask (u8, 1 = kept), all contiguous and of x's shape (overwrites
-// y and mask). 0 < p < 1.
-LSF_DECLARE_KERNEL(dropout_kernel, void(const Tensor& y, const Tensor& mask, const Tensor& x, double p, GeneratorState state));
-// dx = dy · mask · scale (overwrites dx); dx, dy, mask contiguous and of one shape.
-LSF_DECLARE_KERNEL(dropout_backward_kernel, void(const Tensor& dx, const Tensor& dy, const Tensor& mask, double scale));
-
-// Philox blocks one dropout call on x consumes.
-inline uint64_t dropout_blocks(const Tensor& x) { return (uint64_t(x.numel()) + 3) / 4; }
-// The integer threshold on the 24-bit uniform: keep element i ⇔ (word >> 8) ≥ this.
-uint32_t dropout_keep_threshold(double p);
 
 // Identity when !training or p == 0 (returns x itself); x · 0 when p == 1 (zeros, and zero
 // gradient, drawing no random numbers). p outside [0, 1] is an error. `generator` null: the

@@ -2,13 +2,15 @@
 //
 // Every ids tensor is flattened to [n] (n = ids.numel()): the kernels see y / dy as [n, D].
 // Backward saves only the flattened ids (not the weight): dweight[ids[i]] += dy[i].
-#include "ops/embedding.h"
+#include "lsformer/ops/embedding.h"
+#include "lsformer/ops/kernels/embedding.h"
 
 #include <algorithm>
 
-#include "engine/autograd.h"
-#include "ops/factory.h"
-#include "ops/reduce.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/ops/factory.h"
+#include "lsformer/ops/reduce.h"
+#include "lsformer/ops/kernels/reduce.h"
 
 namespace lsf {
 

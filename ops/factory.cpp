@@ -1,11 +1,11 @@
-#include "ops/factory.h"
+#include "lsformer/ops/factory.h"
 
 #include <cmath>
 #include <cstring>
 
-#include "engine/autograd.h"
-#include "engine/core_kernels.h"
-#include "ops/random_kernels.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/engine/core_kernels.h"
+#include "lsformer/ops/kernels/random.h"
 
 namespace lsf {
 

@@ -3,8 +3,8 @@
 
 #include <vector>
 
-#include "engine/random.h"
-#include "engine/tensor.h"
+#include "lsformer/engine/random.h"
+#include "lsformer/engine/tensor.h"
 
 namespace lsf {
 

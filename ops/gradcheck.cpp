@@ -1,10 +1,10 @@
-#include "ops/gradcheck.h"
+#include "lsformer/ops/gradcheck.h"
 
 #include <cmath>
 #include <sstream>
 
-#include "engine/autograd.h"
-#include "ops/factory.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/ops/factory.h"
 
 namespace lsf::testing {
 namespace {

@@ -10,7 +10,7 @@
 #include <functional>
 #include <string>
 
-#include "engine/tensor.h"
+#include "lsformer/engine/tensor.h"
 
 namespace lsf::testing {
 

@@ -1,12 +1,15 @@
 // masked_fill, where, gather, index_select: argument checks, kernel calls, backward closures.
-#include "ops/index.h"
+#include "lsformer/ops/index.h"
+#include "lsformer/ops/kernels/index.h"
 
 #include <cmath>
 
-#include "engine/autograd.h"
-#include "ops/binary.h"
-#include "ops/factory.h"
-#include "ops/reduce.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/ops/binary.h"
+#include "lsformer/ops/kernels/binary.h"
+#include "lsformer/ops/factory.h"
+#include "lsformer/ops/reduce.h"
+#include "lsformer/ops/kernels/reduce.h"
 
 namespace lsf {
 

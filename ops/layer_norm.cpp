@@ -1,14 +1,15 @@
 // layer_norm: argument checks, the fused forward kernel (which also returns each row's mean
 // and rstd), and a backward node that saves x, mean, rstd and weight and produces dx,
 // dweight and dbias in one fused kernel, computing only the ones asked for.
-#include "ops/layer_norm.h"
+#include "lsformer/ops/layer_norm.h"
+#include "lsformer/ops/kernels/layer_norm.h"
 
-#include "engine/autograd.h"
-#include "ops/factory.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/ops/factory.h"
 
 namespace lsf {
 
-LSF_DEFINE_KERNEL(layer_norm_kernel, void(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& weight, const Tensor& bias, double eps));
+LSF_DEFINE_KERNEL(layer_norm_forward_kernel, void(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& weight, const Tensor& bias, double eps));
 LSF_DEFINE_KERNEL(layer_norm_backward_kernel, void(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight));
 
 namespace {
@@ -54,7 +55,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   const Tensor xc = contiguous_detached(x), wc = contiguous_detached(weight), bc = contiguous_detached(bias);
   Tensor y = empty(x.shape(), x.options());
   Tensor mean = empty({rows}, x.options()), rstd = empty({rows}, x.options());
-  if (x.numel() > 0) layer_norm_kernel(x.device(), y, mean, rstd, xc, wc, bc, eps);
+  if (x.numel() > 0) layer_norm_forward_kernel(x.device(), y, mean, rstd, xc, wc, bc, eps);
 
   if (autograd::any_requires_grad({&x, &weight, &bias})) {
     SavedTensor sx(xc), smean(mean), srstd(rstd), sw(wc);

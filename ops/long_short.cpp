@@ -1,27 +1,34 @@
 // long_short_attention: argument checks, the dropout counter reservation, the fused kernel call
 // and the backward node. The node saves the inputs and the per-row log-sum-exp [B, h, n] only;
 // the dropout mask is not saved but regenerated from the generator state it was drawn with.
-#include "ops/long_short.h"
+#include "lsformer/ops/long_short.h"
+#include "lsformer/ops/kernels/long_short.h"
 
 #include <limits>
 
-#include "engine/autograd.h"
-#include "ops/dropout.h"
-#include "ops/binary.h"
-#include "ops/factory.h"
-#include "ops/index.h"
-#include "ops/matmul.h"
-#include "ops/reduce.h"
-#include "ops/shape.h"
-#include "ops/softmax.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/ops/dropout.h"
+#include "lsformer/ops/kernels/dropout.h"
+#include "lsformer/ops/binary.h"
+#include "lsformer/ops/kernels/binary.h"
+#include "lsformer/ops/factory.h"
+#include "lsformer/ops/index.h"
+#include "lsformer/ops/kernels/index.h"
+#include "lsformer/ops/matmul.h"
+#include "lsformer/ops/kernels/matmul.h"
+#include "lsformer/ops/reduce.h"
+#include "lsformer/ops/kernels/reduce.h"
+#include "lsformer/ops/shape.h"
+#include "lsformer/ops/softmax.h"
+#include "lsformer/ops/kernels/softmax.h"
 
 namespace lsf {
 
-LSF_DEFINE_KERNEL(long_short_attention_kernel,
+LSF_DEFINE_KERNEL(long_short_forward_kernel,
                   void(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                        const Tensor& kbar, const Tensor& vbar, const Tensor& mask, LongShortGeometry geo,
                        LongShortDropout drop));
-LSF_DEFINE_KERNEL(long_short_attention_backward_kernel,
+LSF_DEFINE_KERNEL(long_short_backward_kernel,
                   void(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dkbar,
                        const Tensor& dvbar, const Tensor& dout, const Tensor& lse, const Tensor& q,
                        const Tensor& k, const Tensor& v, const Tensor& kbar, const Tensor& vbar,
@@ -109,7 +116,7 @@ Tensor long_short_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
 
   Tensor out = empty(q.shape(), q.options());
   Tensor lse = empty({B, h, n}, q.options());
-  if (B * h * n > 0) long_short_attention_kernel(q.device(), out, lse, qc, kc, vc, kbc, vbc, m, geo, drop);
+  if (B * h * n > 0) long_short_forward_kernel(q.device(), out, lse, qc, kc, vc, kbc, vbc, m, geo, drop);
 
   const bool grad_kbar = kbar.defined();
   TensorList inputs = grad_kbar ? TensorList{q, k, v, kbar, vbar} : TensorList{q, k, v};
@@ -127,7 +134,7 @@ Tensor long_short_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
                        Tensor dvb = grad_kbar ? grad_if(4, svb.get()) : Tensor();
                        Tensor dout = g[0].contiguous();  // dout [B, h, n, e]
                        if (qv.size(0) * qv.size(1) * qv.size(2) > 0)
-                         long_short_attention_backward_kernel(qv.device(), dq, dk, dv, dkb, dvb, dout, slse.get(), qv,
+                         long_short_backward_kernel(qv.device(), dq, dk, dv, dkb, dvb, dout, slse.get(), qv,
                                                             sk.get(), sv.get(), skb.get(), svb.get(), sm.get(), geo,
                                                             drop);
                        if (grad_kbar) return {dq, dk, dv, dkb, dvb};

@@ -20,42 +20,10 @@
 // are first written per query block, then summed per key in a fixed order (two phases).
 #pragma once
 
-#include "engine/dispatch.h"
-#include "engine/random.h"
-#include "engine/tensor.h"
+#include "lsformer/engine/random.h"
+#include "lsformer/engine/tensor.h"
 
 namespace lsf {
-
-struct LongShortGeometry {
-  int64_t window = 0;      // w ≥ 0 (n must be a multiple of w when w > 0)
-  bool self_slot = false;  // w = 0 only: one window slot, the query's own key
-  int64_t block = 0;       // queries per kernel task (rounded up to whole segments); 0: automatic
-  // Derived: ext and span of the window band; `seg` groups queries that share a band.
-  int64_t ext() const { return window > 0 ? (window / 2 > 1 ? window / 2 : 1) : 0; }
-  int64_t span() const { return window > 0 ? window + 2 * ext() : (self_slot ? 1 : 0); }
-  int64_t seg() const { return window > 0 ? window : 1; }
-};
-
-struct LongShortDropout {
-  uint32_t threshold = 0;  // keep slot i ⇔ (Philox word i >> 8) ≥ threshold; 0 keeps all
-  double scale = 1.0;      // kept probabilities are multiplied by this (1/(1 − p))
-  GeneratorState state;    // the counter range reserved for the [B, h, n, R + s] tensor
-};
-
-// out [B, h, n, e] (overwritten), lse [B, h, n] (log-sum-exp of each row's logits; overwritten);
-// q, k, v [B, h, n, e], kbar, vbar [B, h, R, e] (R may be 0), mask [B, n] u8 (1 = real token;
-// every tensor contiguous and of one float dtype except the mask).
-LSF_DECLARE_KERNEL(long_short_attention_kernel,
-                   void(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
-                        const Tensor& kbar, const Tensor& vbar, const Tensor& mask, LongShortGeometry geo,
-                        LongShortDropout drop));
-// Gradients (each overwritten; an undefined one is not computed): dq, dk, dv [B, h, n, e],
-// dkbar, dvbar [B, h, R, e], from dout [B, h, n, e] and the forward's inputs and lse.
-LSF_DECLARE_KERNEL(long_short_attention_backward_kernel,
-                   void(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dkbar,
-                        const Tensor& dvbar, const Tensor& dout, const Tensor& lse, const Tensor& q,
-                        const Tensor& k, const Tensor& v, const Tensor& kbar, const Tensor& vbar,
-                        const Tensor& mask, LongShortGeometry geo, LongShortDropout drop));
 
 struct LongShortAttentionOptions {
   int64_t window = 0;        // w (see above)

@@ -3,18 +3,19 @@
 //
 // cross_entropy saves the logits and each element's logsumexp (N·K values), not the
 // log-probabilities (N·C·K): the backward recomputes softmax = exp(x − lse) on the fly.
-#include "ops/loss.h"
+#include "lsformer/ops/loss.h"
+#include "lsformer/ops/kernels/loss.h"
 
 #include <cmath>
 
-#include "engine/autograd.h"
-#include "ops/factory.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/ops/factory.h"
 
 namespace lsf {
 
-LSF_DEFINE_KERNEL(cross_entropy_kernel, ClassLossStats(const Tensor& loss, const Tensor& lse, const Tensor& logits, const Tensor& target, int64_t ignore_index, double label_smoothing));
+LSF_DEFINE_KERNEL(cross_entropy_forward_kernel, ClassLossStats(const Tensor& loss, const Tensor& lse, const Tensor& logits, const Tensor& target, int64_t ignore_index, double label_smoothing));
 LSF_DEFINE_KERNEL(cross_entropy_backward_kernel, void(const Tensor& dlogits, const Tensor& dloss, const Tensor& logits, const Tensor& lse, const Tensor& target, int64_t ignore_index, double label_smoothing, double scale));
-LSF_DEFINE_KERNEL(nll_loss_kernel, ClassLossStats(const Tensor& loss, const Tensor& log_probs, const Tensor& target, int64_t ignore_index));
+LSF_DEFINE_KERNEL(nll_loss_forward_kernel, ClassLossStats(const Tensor& loss, const Tensor& log_probs, const Tensor& target, int64_t ignore_index));
 LSF_DEFINE_KERNEL(nll_loss_backward_kernel, void(const Tensor& dlog_probs, const Tensor& dloss, const Tensor& target, int64_t ignore_index, double scale));
 
 namespace {
@@ -97,7 +98,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   Tensor lse = empty({L.N, L.K}, logits.options());
   Tensor per_element = options.reduction == Reduction::None ? empty({L.N, L.K}, logits.options()) : Tensor();
   ClassLossStats st;
-  if (L.N * L.K > 0) st = cross_entropy_kernel(logits.device(), per_element, lse, x, t, options.ignore_index, eps);
+  if (L.N * L.K > 0) st = cross_entropy_forward_kernel(logits.device(), per_element, lse, x, t, options.ignore_index, eps);
   check_targets(op, st, L, options.ignore_index, target);
   Tensor out = reduce(options.reduction, per_element, st, L, logits.options());
 
@@ -125,7 +126,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const NllLossOpti
   const Tensor t = contiguous_detached(target).view({L.N, L.K});
   Tensor per_element = options.reduction == Reduction::None ? empty({L.N, L.K}, log_probs.options()) : Tensor();
   ClassLossStats st;
-  if (L.N * L.K > 0) st = nll_loss_kernel(log_probs.device(), per_element, x, t, options.ignore_index);
+  if (L.N * L.K > 0) st = nll_loss_forward_kernel(log_probs.device(), per_element, x, t, options.ignore_index);
   check_targets(op, st, L, options.ignore_index, target);
   Tensor out = reduce(options.reduction, per_element, st, L, log_probs.options());
 

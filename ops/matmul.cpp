@@ -6,13 +6,14 @@
 // added dims. Backward: dA = dC · Bᵀ and dB = Aᵀ · dC, each written straight into a tensor of
 // its operand's shape that is expanded over the batch dims the operand was broadcast along, so
 // gemm_kernel sums over them as it goes: no full-batch temporary followed by a sum.
-#include "ops/matmul.h"
+#include "lsformer/ops/matmul.h"
+#include "lsformer/ops/kernels/matmul.h"
 
 #include <algorithm>
 #include <numeric>
 
-#include "engine/autograd.h"
-#include "ops/factory.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/ops/factory.h"
 
 namespace lsf {
 

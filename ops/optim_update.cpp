@@ -1,11 +1,12 @@
 // Optimizer update entry points: argument checks, then the fused kernel of the parameter's
 // device. These are not autograd ops: they write parameters in place, under NoGradGuard, and
 // bump the storage versions of what they write.
-#include "ops/optim_update.h"
+#include "lsformer/ops/optim_update.h"
+#include "lsformer/ops/kernels/optim_update.h"
 
 #include <cmath>
 
-#include "engine/autograd.h"
+#include "lsformer/engine/autograd.h"
 
 namespace lsf {
 

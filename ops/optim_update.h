@@ -22,8 +22,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/dispatch.h"
-#include "engine/tensor.h"
+#include "lsformer/engine/tensor.h"
 
 namespace lsf {
 
@@ -47,40 +46,6 @@ struct AdamUpdate {
   int64_t step = 1;        // this update's step number t ≥ 1 (bias corrections 1 − β^t)
 };
 
-// An AdamUpdate's per-step constants in a kernel's element type, computed once (in double) by
-// every backend the same way, so CPU and CUDA round them alike.
-template <typename T>
-struct AdamCoefficients {
-  T neg_step_size, bc2_sqrt, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, wd, decay_factor;
-  bool l2, decoupled, amsgrad;
-};
-
-template <typename T>
-AdamCoefficients<T> adam_coefficients(const AdamUpdate& u) {
-  const double t = double(u.step);
-  const double bias_correction1 = 1.0 - std::pow(u.beta1, t);
-  const double bias_correction2 = 1.0 - std::pow(u.beta2, t);
-  return AdamCoefficients<T>{.neg_step_size = T(-(u.lr / bias_correction1)),
-                             .bc2_sqrt = T(std::sqrt(bias_correction2)),
-                             .beta1 = T(u.beta1),
-                             .one_minus_beta1 = T(1.0 - u.beta1),
-                             .beta2 = T(u.beta2),
-                             .one_minus_beta2 = T(1.0 - u.beta2),
-                             .eps = T(u.eps),
-                             .wd = T(u.weight_decay),
-                             .decay_factor = T(1.0 - u.lr * u.weight_decay),
-                             .l2 = !u.decoupled && u.weight_decay != 0.0,
-                             .decoupled = u.decoupled,
-                             .amsgrad = u.amsgrad};
-}
-
-// param [*], grad [*] (any strides); momentum_buffer [*] contiguous, undefined iff momentum == 0.
-// Updates param (and the buffer) in place.
-LSF_DECLARE_KERNEL(sgd_update_kernel, void(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdUpdate& u));
-// param [*], grad [*] (any strides); exp_avg, exp_avg_sq [*] contiguous; max_exp_avg_sq [*]
-// contiguous, undefined unless amsgrad. Updates param and the moments in place.
-LSF_DECLARE_KERNEL(adam_update_kernel, void(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
-                                            const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, const AdamUpdate& u));
 // One tensor's share of a multi-tensor Adam / AdamW step: the operands adam_update_kernel takes
 // and the tensor's own coefficients (step numbers and group options may differ per tensor).
 struct AdamTensor {
@@ -91,14 +56,6 @@ struct AdamTensor {
   Tensor max_exp_avg_sq;  // [*] contiguous; undefined unless u.amsgrad
   AdamUpdate u;
 };
-// Every entry updated exactly as adam_update_kernel updates it, all tensors on one device. The
-// CPU loops over the entries; CUDA runs the contiguous f32 / f64 entries in one launch over
-// fixed chunks of every tensor (the fused AdamW step over all parameters).
-LSF_DECLARE_KERNEL(adam_multi_update_kernel, void(const std::vector<AdamTensor>& list));
-// Σ|x|^p accumulated in double (p = 2: the squared L2 norm); p = +inf: max |x| (NaN if any NaN).
-LSF_DECLARE_KERNEL(norm_pow_sum_kernel, double(const Tensor& x, double p));
-// x ← x · factor, in place (x any strides).
-LSF_DECLARE_KERNEL(scale_inplace_kernel, void(const Tensor& x, double factor));
 
 // ---- checked entry points (used by lsf::optim) ----
 // Check shapes, dtypes and devices, run the kernel under NoGradGuard, bump the versions of

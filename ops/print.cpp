@@ -9,7 +9,7 @@
 #include <ostream>
 #include <sstream>
 
-#include "engine/autograd.h"
+#include "lsformer/engine/autograd.h"
 
 namespace lsf {
 namespace {

@@ -1,8 +1,10 @@
-#include "ops/reduce.h"
+#include "lsformer/ops/reduce.h"
+#include "lsformer/ops/kernels/reduce.h"
 
-#include "engine/autograd.h"
-#include "ops/binary.h"
-#include "ops/factory.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/ops/binary.h"
+#include "lsformer/ops/kernels/binary.h"
+#include "lsformer/ops/factory.h"
 
 namespace lsf {
 

@@ -3,12 +3,12 @@
 // None of these needs a kernel of its own: cat and pad copy each input into a narrow()ed view
 // of a fresh output with the engine's strided copy_kernel (a memcpy when both sides are
 // contiguous, e.g. cat along dim 0), and split is narrow().
-#include "ops/shape.h"
+#include "lsformer/ops/shape.h"
 
 #include <cmath>
 
-#include "engine/autograd.h"
-#include "engine/core_kernels.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/engine/core_kernels.h"
 
 namespace lsf {
 namespace {

@@ -1,13 +1,14 @@
 // softmax / log_softmax: argument checks, the fused kernel call, and the backward node, which
 // saves only the output y (both gradients are functions of y and dy alone).
-#include "ops/softmax.h"
+#include "lsformer/ops/softmax.h"
+#include "lsformer/ops/kernels/softmax.h"
 
-#include "engine/autograd.h"
-#include "ops/factory.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/ops/factory.h"
 
 namespace lsf {
 
-LSF_DEFINE_KERNEL(softmax_kernel, void(bool log, const Tensor& y, const Tensor& x, int64_t dim));
+LSF_DEFINE_KERNEL(softmax_forward_kernel, void(bool log, const Tensor& y, const Tensor& x, int64_t dim));
 LSF_DEFINE_KERNEL(softmax_backward_kernel, void(bool log, const Tensor& dx, const Tensor& dy, const Tensor& y, int64_t dim));
 
 namespace {
@@ -22,7 +23,7 @@ Tensor softmax_impl(bool log, const Tensor& x, int64_t dim) {
                                     << " of shape " << x.shape();
   const int64_t d = wrap_dim(dim, x.dim(), name);
   Tensor y = empty(x.shape(), x.options());
-  if (x.numel() > 0) softmax_kernel(x.device(), log, y, x, d);
+  if (x.numel() > 0) softmax_forward_kernel(x.device(), log, y, x, d);
   if (autograd::any_requires_grad({&x})) {
     SavedTensor saved_y(y.detach());
     autograd::record(name, {x}, {y}, [log, d, saved_y](const TensorList& g, const NeedsGrad&) -> TensorList {

@@ -2,31 +2,9 @@
 // forward and backward kernels.
 #pragma once
 
-#include "engine/dispatch.h"
-#include "engine/tensor.h"
+#include "lsformer/engine/tensor.h"
 
 namespace lsf {
-
-// y = softmax(x) (or log_softmax when `log`) along `dim` (already wrapped). y contiguous.
-LSF_DECLARE_KERNEL(softmax_kernel, void(bool log, const Tensor& y, const Tensor& x, int64_t dim));
-// dx from dy and the forward output y: softmax: dx = y·(dy − Σ dy·y); log_softmax:
-// dx = dy − exp(y)·Σ dy. dx contiguous.
-LSF_DECLARE_KERNEL(softmax_backward_kernel, void(bool log, const Tensor& dx, const Tensor& dy, const Tensor& y, int64_t dim));
-
-// A contiguous tensor seen by the softmax kernels of every backend: [outer, n, inner], n the
-// softmax dim.
-struct SoftmaxGeometry {
-  int64_t outer = 1, n = 1, inner = 1;
-};
-inline SoftmaxGeometry softmax_geometry(const Shape& shape, int64_t dim) {
-  SoftmaxGeometry g;
-  for (int64_t d = 0; d < int64_t(shape.size()); ++d) {
-    if (d < dim) g.outer *= shape[d];
-    else if (d == dim) g.n = shape[d];
-    else g.inner *= shape[d];
-  }
-  return g;
-}
 
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);

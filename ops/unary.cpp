@@ -1,20 +1,21 @@
 // Unary elementwise ops: argument checks, the kernel call, and the backward node.
 //
-// Every op is y = unary_kernel(op, x) and, when x requires grad, a node whose backward is one
+// Every op is y = unary_forward_kernel(op, x) and, when x requires grad, a node whose backward is one
 // call of unary_backward_kernel (dx = dy · op'(x or y)). The node saves only the tensor the
 // derivative is written in (unary_backward_uses_output): x for pow, log, abs, relu, gelu and
 // clamp; y for exp, sqrt, rsqrt, tanh and sigmoid; nothing for neg.
-#include "ops/unary.h"
+#include "lsformer/ops/unary.h"
+#include "lsformer/ops/kernels/unary.h"
 
 #include <cmath>
 #include <limits>
 
-#include "engine/autograd.h"
-#include "ops/factory.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/ops/factory.h"
 
 namespace lsf {
 
-LSF_DEFINE_KERNEL(unary_kernel, void(UnaryOp op, const Tensor& y, const Tensor& x, double a, double b));
+LSF_DEFINE_KERNEL(unary_forward_kernel, void(UnaryOp op, const Tensor& y, const Tensor& x, double a, double b));
 LSF_DEFINE_KERNEL(unary_backward_kernel, void(UnaryOp op, const Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& y, double a, double b));
 
 using autograd::NeedsGrad;
@@ -43,7 +44,7 @@ namespace {
 
 bool takes_integers(UnaryOp op) { return op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Clamp; }
 
-// y = op(x), recorded for autograd. `a`, `b`: the op's scalars (see unary_kernel).
+// y = op(x), recorded for autograd. `a`, `b`: the op's scalars (see unary_forward_kernel).
 Tensor unary(UnaryOp op, const Tensor& x, double a = 0.0, double b = 0.0) {
   const char* name = unary_op_name(op);
   check_defined(name, {&x});
@@ -52,7 +53,7 @@ Tensor unary(UnaryOp op, const Tensor& x, double a = 0.0, double b = 0.0) {
                                       << " of shape " << x.shape() << " (convert with to(kF32) first)";
   }
   Tensor y = empty(x.shape(), x.options());
-  unary_kernel(x.device(), op, y, x, a, b);
+  unary_forward_kernel(x.device(), op, y, x, a, b);
   if (!autograd::any_requires_grad({&x})) return y;
   const bool uses_output = unary_backward_uses_output(op);
   SavedTensor saved_x = (op != UnaryOp::Neg && !uses_output) ? SavedTensor(x) : SavedTensor();
@@ -61,7 +62,7 @@ Tensor unary(UnaryOp op, const Tensor& x, double a = 0.0, double b = 0.0) {
     const Tensor& dy = g[0];  // [same as x]
     Tensor dx = empty(dy.shape(), dy.options());
     if (op == UnaryOp::Neg) {
-      unary_kernel(dy.device(), UnaryOp::Neg, dx, dy, 0.0, 0.0);
+      unary_forward_kernel(dy.device(), UnaryOp::Neg, dx, dy, 0.0, 0.0);
     } else {
       Tensor xv = saved_x.defined() ? saved_x.get() : Tensor();
       Tensor yv = saved_y.defined() ? saved_y.get() : Tensor();

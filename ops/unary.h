@@ -12,51 +12,11 @@
 // is kept alive.
 #pragma once
 
-#include <limits>
 #include <optional>
-#include <type_traits>
 
-#include "engine/dispatch.h"
-#include "engine/tensor.h"
+#include "lsformer/engine/tensor.h"
 
 namespace lsf {
-
-enum class UnaryOp : uint8_t { Neg, Pow, Exp, Log, Sqrt, Rsqrt, Abs, Tanh, Sigmoid, Relu, Gelu, GeluTanh, Clamp };
-
-// y = op(x) elementwise (x and y same shape; y contiguous). `a` and `b` are the op's scalar
-// parameters: the exponent for Pow, the bounds for Clamp (±inf when absent); unused otherwise.
-LSF_DECLARE_KERNEL(unary_kernel, void(UnaryOp op, const Tensor& y, const Tensor& x, double a, double b));
-// dx = dy · op'(x) elementwise, given x and y = op(x) (either may be what the op saved; the
-// kernel reads the one its formula needs). All same shape; dx contiguous.
-LSF_DECLARE_KERNEL(unary_backward_kernel, void(UnaryOp op, const Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& y, double a, double b));
-
-// A Clamp bound (a or b above; ±inf when absent) in a kernel's compute type T: for floats,
-// values beyond T's range become ±inf; integer bounds (integral, checked by clamp()) saturate
-// at T's range. Every backend converts the bounds this way.
-template <typename T>
-T clamp_bound_as(double v) {
-  using L = std::numeric_limits<T>;
-  if constexpr (std::is_floating_point_v<T>) {
-    if (v > double(L::max())) return L::infinity();
-    if (v < double(L::lowest())) return -L::infinity();
-    return T(v);
-  } else {
-    if (v <= double(L::lowest())) return L::lowest();
-    if (v >= double(L::max())) return L::max();
-    return T(v);
-  }
-}
-
-// The op's name as error messages and autograd nodes show it ("exp", "clamp", ...).
-const char* unary_op_name(UnaryOp op);
-
-// True when op's derivative is written in terms of its output y (exp, sqrt, rsqrt, tanh,
-// sigmoid: y' = y, 1/(2y), −y³/2, 1 − y², y(1 − y)); false when it needs the input x (neg
-// needs neither). The op saves that one tensor, the backward kernel reads it.
-constexpr bool unary_backward_uses_output(UnaryOp op) {
-  return op == UnaryOp::Exp || op == UnaryOp::Sqrt || op == UnaryOp::Rsqrt || op == UnaryOp::Tanh ||
-         op == UnaryOp::Sigmoid;
-}
 
 Tensor neg(const Tensor& x);
 Tensor pow(const Tensor& x, double exponent);

@@ -5,9 +5,10 @@
 #include <numeric>
 #include <optional>
 
-#include "engine/autograd.h"
-#include "ops/factory.h"
-#include "ops/reduce.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/ops/factory.h"
+#include "lsformer/ops/reduce.h"
+#include "lsformer/ops/kernels/reduce.h"
 
 namespace lsf {
 namespace {

@@ -9,8 +9,8 @@
 #include <cmath>
 #include <vector>
 
-#include "models/attention/causal_long_short.h"
-#include "ops/causal_long_short.h"
+#include "lsformer/models/attention/causal_long_short.h"
+#include "lsformer/ops/causal_long_short.h"
 
 namespace lsf::test::causal_ls {
 

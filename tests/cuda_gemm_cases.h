@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <lsformer/lsformer.h>
+#include "lsformer/ops/kernels/matmul.h"
 
 namespace lsf::test {
 

@@ -3,7 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "models/optim/schedule.h"
+#include "lsformer/models/optim/schedule.h"
 
 namespace lsf::test {
 

@@ -8,8 +8,8 @@
 #include <map>
 
 #include "helpers.h"
-#include "models/attention/full_attention.h"
-#include "models/attention/linformer.h"
+#include "lsformer/models/attention/full_attention.h"
+#include "lsformer/models/attention/linformer.h"
 
 using namespace lsf;
 using testing::gradcheck;

@@ -8,8 +8,8 @@
 
 #include "causal_long_short_oracle.h"
 #include "helpers.h"
-#include "models/attention/causal_long_short.h"
-#include "ops/causal_long_short.h"
+#include "lsformer/models/attention/causal_long_short.h"
+#include "lsformer/ops/causal_long_short.h"
 
 using namespace lsf;
 using lsf::test::causal_ls::module_oracle;

@@ -4,8 +4,8 @@
 #include <filesystem>
 
 #include "helpers.h"
-#include "models/optim/adam.h"
-#include "models/train/checkpoint.h"
+#include "lsformer/models/optim/adam.h"
+#include "lsformer/models/train/checkpoint.h"
 
 using namespace lsf;
 

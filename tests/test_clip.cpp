@@ -5,8 +5,8 @@
 #include <cmath>
 
 #include "helpers.h"
-#include "models/optim/clip.h"
-#include "ops/optim_update.h"
+#include "lsformer/models/optim/clip.h"
+#include "lsformer/ops/optim_update.h"
 
 using namespace lsf;
 using nlohmann::json;

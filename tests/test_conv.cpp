@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "helpers.h"
-#include "models/nn/conv2d.h"
-#include "ops/conv.h"
+#include "lsformer/models/nn/conv2d.h"
+#include "lsformer/ops/conv.h"
 
 using namespace lsf;
 using testing::gradcheck;

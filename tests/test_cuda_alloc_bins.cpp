@@ -5,8 +5,9 @@
 #include <cstdlib>
 #include <set>
 
-#include "cuda/alloc_bins.h"
-#include "cuda/gemm_plan.h"
+#include "lsformer/cuda/alloc_bins.h"
+#include "lsformer/cuda/gemm_plan.h"
+#include "lsformer/ops/kernels/matmul.h"
 #include "cuda_gemm_cases.h"
 #include "helpers.h"
 

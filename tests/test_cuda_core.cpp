@@ -7,8 +7,13 @@
 #include <cmath>
 
 #include "cuda_gemm_cases.h"
-#include "engine/core_kernels.h"
+#include "lsformer/engine/core_kernels.h"
+#include "lsformer/ops/kernels/causal_long_short.h"
+#include "lsformer/ops/kernels/conv.h"
+#include "lsformer/ops/kernels/long_short.h"
+#include "lsformer/ops/kernels/matmul.h"
 #include "helpers.h"
+#include "lsformer/engine/dispatch.h"
 
 using namespace lsf;
 
@@ -261,8 +266,8 @@ TEST_CASE("cuda allocator: out of memory is an error with the size and the stati
 
 TEST_CASE("cuda: unsupported kernels say so", "[cuda_api]") {
   if (!cuda::built()) return;  // nothing is marked for a backend that is not built
-  for (const char* name : {"conv2d_forward_kernel", "conv2d_backward_kernel", "long_short_attention_kernel",
-                           "long_short_attention_backward_kernel", "causal_long_short_forward_kernel",
+  for (const char* name : {"conv2d_forward_kernel", "conv2d_backward_kernel", "long_short_forward_kernel",
+                           "long_short_backward_kernel", "causal_long_short_forward_kernel",
                            "causal_long_short_backward_kernel"}) {
     bool found = false;
     for (KernelBase* k : all_kernels())

@@ -7,7 +7,8 @@
 #include <limits>
 #include <string>
 
-#include "cuda/offset_calc.h"
+#include "lsformer/cuda/offset_calc.h"
+#include "lsformer/ops/kernels/binary.h"
 #include "cuda_compare.h"
 
 using namespace lsf;

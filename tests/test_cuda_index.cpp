@@ -5,9 +5,11 @@
 #include <random>
 
 #include "helpers.h"
-#include "ops/embedding.h"
-#include "ops/index.h"
-#include "ops/reduce.h"
+#include "lsformer/ops/embedding.h"
+#include "lsformer/ops/index.h"
+#include "lsformer/ops/reduce.h"
+#include "lsformer/ops/kernels/embedding.h"
+#include "lsformer/ops/kernels/index.h"
 
 using namespace lsf;
 

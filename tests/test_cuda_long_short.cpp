@@ -3,8 +3,8 @@
 // gradient, over the docs/transformer-ls.md §9.1 geometries (T1–T4, w = 1, r = 0, w = 0 with
 // and without the self slot, padding) and random shapes, f64 / f32 / bf16, with and without
 // dropout; plus CPU-running tests of the index arithmetic the GPU kernels use
-// (ops/long_short_geometry.h): window slots, the queries that see a key, the dropout numbering
-// and the Philox words.
+// (ops/kernels/long_short_geometry.h): window slots, the queries that see a key, the dropout
+// numbering and the Philox words.
 //
 // [cuda] cases start with LSF_REQUIRE_CUDA_DEVICE() and skip without a GPU.
 #include <algorithm>
@@ -13,8 +13,10 @@
 
 #include "helpers.h"
 #include "long_short_oracle.h"
-#include "ops/long_short.h"
-#include "ops/long_short_geometry.h"
+#include "lsformer/ops/long_short.h"
+#include "lsformer/ops/kernels/long_short_geometry.h"
+#include "lsformer/ops/kernels/dropout.h"
+#include "lsformer/ops/kernels/long_short.h"
 
 using namespace lsf;
 
@@ -102,13 +104,13 @@ Result run(const Inputs& in, const Case& c, Device device, DType dtype, const Lo
     return token_major ? empty({c.B, c.n, c.h, c.e}, opts).permute({0, 2, 1, 3}) : empty(like.shape(), opts);
   };
   Tensor out = rows_like(q), lse = empty({c.B, c.h, c.n}, opts);
-  long_short_attention_kernel(device, out, lse, q, k, v, kb, vb, mask, geometry(c), drop);
+  long_short_forward_kernel(device, out, lse, q, k, v, kb, vb, mask, geometry(c), drop);
   auto grad = [&](unsigned bit, const Tensor& like) {
     if (!(which & bit)) return Tensor();
     return bit >= 8 ? empty(like.shape(), opts) : rows_like(like);
   };
   Tensor dq = grad(1, q), dk = grad(2, k), dv = grad(4, v), dkb = grad(8, kb), dvb = grad(16, vb);
-  long_short_attention_backward_kernel(device, dq, dk, dv, dkb, dvb, dout, lse, q, k, v, kb, vb, mask, geometry(c),
+  long_short_backward_kernel(device, dq, dk, dv, dkb, dvb, dout, lse, q, k, v, kb, vb, mask, geometry(c),
                                        drop);
   auto back = [](const Tensor& t) { return t.defined() ? t.to(kCPU).to(kF64).contiguous() : Tensor(); };
   return {back(out), back(lse), back(dq), back(dk), back(dv), back(dkb), back(dvb)};

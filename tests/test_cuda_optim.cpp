@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "helpers.h"
-#include "models/optim/adam.h"
-#include "ops/optim_update.h"
+#include "lsformer/models/optim/adam.h"
+#include "lsformer/ops/optim_update.h"
 
 using namespace lsf;
 

@@ -5,8 +5,9 @@
 #include <cstring>
 
 #include "helpers.h"
-#include "ops/dropout.h"
-#include "ops/random_kernels.h"
+#include "lsformer/ops/dropout.h"
+#include "lsformer/ops/kernels/random.h"
+#include "lsformer/ops/kernels/dropout.h"
 
 using namespace lsf;
 
@@ -40,10 +41,10 @@ TEST_CASE("cuda dropout: mask and output bit-identical to the CPU kernel", "[cud
         Tensor x = randn({n}, TensorOptions(dtype), &gen);
         const GeneratorState state{0xfeedbeefcafeull, 12345};
         Tensor y = empty({n}, TensorOptions(dtype)), mask = empty({n}, TensorOptions(kU8));
-        dropout_kernel(kCPU, y, mask, x, p, state);
+        dropout_forward_kernel(kCPU, y, mask, x, p, state);
         Tensor xg = x.to(kCUDA);
         Tensor yg = empty({n}, TensorOptions(dtype).device(kCUDA)), mg = empty({n}, TensorOptions(kU8).device(kCUDA));
-        dropout_kernel(kCUDA, yg, mg, xg, p, state);
+        dropout_forward_kernel(kCUDA, yg, mg, xg, p, state);
         // Exact: the same integer mask rule and one rounding of x·scale in the same dtype.
         CHECK(host_values(mg) == host_values(mask));
         CHECK(host_values(yg) == host_values(y));

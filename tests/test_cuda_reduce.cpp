@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <limits>
 
-#include "cuda/offset_calc.h"
+#include "lsformer/cuda/offset_calc.h"
 #include "cuda_compare.h"
 
 using namespace lsf;

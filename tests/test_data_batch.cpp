@@ -4,7 +4,7 @@
 #include <cmath>
 #include <set>
 
-#include "data/batch.h"
+#include "lsformer/data/batch.h"
 #include "helpers.h"
 
 using namespace lsf;

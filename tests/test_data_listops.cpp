@@ -10,7 +10,7 @@
 #include <sstream>
 #include <string_view>
 
-#include "data/listops.h"
+#include "lsformer/data/listops.h"
 #include "helpers.h"
 
 using namespace lsf;

@@ -6,10 +6,10 @@
 #include <set>
 #include <sstream>
 
-#include "data/image.h"
-#include "data/pathfinder.h"
-#include "data/retrieval.h"
-#include "data/text.h"
+#include "lsformer/data/image.h"
+#include "lsformer/data/pathfinder.h"
+#include "lsformer/data/retrieval.h"
+#include "lsformer/data/text.h"
 #include "helpers.h"
 
 using namespace lsf;

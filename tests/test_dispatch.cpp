@@ -1,6 +1,7 @@
 // Every kernel declared in the library is implemented on every built backend, or that backend
 // says explicitly that it does not support it.
 #include "helpers.h"
+#include "lsformer/engine/dispatch.h"
 
 using namespace lsf;
 

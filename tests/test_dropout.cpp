@@ -6,7 +6,8 @@
 #include <cmath>
 
 #include "helpers.h"
-#include "ops/random_kernels.h"
+#include "lsformer/ops/kernels/dropout.h"
+#include "lsformer/ops/kernels/random.h"
 
 using namespace lsf;
 using testing::gradcheck;

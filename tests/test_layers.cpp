@@ -7,15 +7,15 @@
 #include <sstream>
 
 #include "helpers.h"
-#include "models/nn/activation.h"
-#include "models/nn/dropout.h"
-#include "models/nn/embedding.h"
-#include "models/nn/init.h"
-#include "models/nn/layer_norm.h"
-#include "models/nn/linear.h"
-#include "models/nn/mlp.h"
-#include "models/nn/module_list.h"
-#include "models/nn/sequential.h"
+#include "lsformer/models/nn/activation.h"
+#include "lsformer/models/nn/dropout.h"
+#include "lsformer/models/nn/embedding.h"
+#include "lsformer/models/nn/init.h"
+#include "lsformer/models/nn/layer_norm.h"
+#include "lsformer/models/nn/linear.h"
+#include "lsformer/models/nn/mlp.h"
+#include "lsformer/models/nn/module_list.h"
+#include "lsformer/models/nn/sequential.h"
 
 using namespace lsf;
 using testing::gradcheck;

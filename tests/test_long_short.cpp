@@ -9,8 +9,8 @@
 
 #include "helpers.h"
 #include "long_short_oracle.h"
-#include "models/attention/long_short.h"
-#include "ops/long_short.h"
+#include "lsformer/models/attention/long_short.h"
+#include "lsformer/ops/long_short.h"
 
 using namespace lsf;
 using testing::gradcheck;

@@ -10,8 +10,8 @@
 
 #include "helpers.h"
 #include "long_short_2d_oracle.h"
-#include "models/attention/long_short_2d.h"
-#include "models/nn/init.h"
+#include "lsformer/models/attention/long_short_2d.h"
+#include "lsformer/models/nn/init.h"
 
 using namespace lsf;
 using nn::LongShortAttention2d;

@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "helpers.h"
+#include "lsformer/ops/kernels/matmul.h"
 
 using namespace lsf;
 using testing::gradcheck;

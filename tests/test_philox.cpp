@@ -1,14 +1,15 @@
 // engine/philox.h, the Philox code shared by the CPU and CUDA kernels, compiled here by the host
 // compiler: the Random123 known-answer vectors, the dropout keep rule against the CPU dropout
-// kernel, and the per-element uniform / normal values against ops/random_kernels.h and the CPU
+// kernel, and the per-element uniform / normal values against ops/kernels/random.h and the CPU
 // fills. The CUDA kernels compile the same functions for the device (tests/test_cuda_random.cpp
 // compares them on a GPU).
 #include <cmath>
 
-#include "engine/philox.h"
+#include "lsformer/engine/philox.h"
 #include "helpers.h"
-#include "ops/dropout.h"
-#include "ops/random_kernels.h"
+#include "lsformer/ops/dropout.h"
+#include "lsformer/ops/kernels/random.h"
+#include "lsformer/ops/kernels/dropout.h"
 
 using namespace lsf;
 
@@ -42,7 +43,7 @@ TEST_CASE("philox.h: the dropout keep rule is the CPU dropout kernel's mask", "[
     Tensor x = ones({n});
     Tensor y = empty({n});
     Tensor mask = empty({n}, TensorOptions(kU8));
-    dropout_kernel(Device(kCPU), y, mask, x, p, state);
+    dropout_forward_kernel(Device(kCPU), y, mask, x, p, state);
     const std::vector<int64_t> m = mask.to(kI64).to_vector<int64_t>();
     const uint32_t threshold = dropout_keep_threshold(p);
     int64_t wrong = 0;
@@ -57,7 +58,7 @@ TEST_CASE("philox.h: the dropout keep rule is the CPU dropout kernel's mask", "[
   }
 }
 
-TEST_CASE("philox.h: per-element uniforms and normals equal ops/random_kernels.h's, bit for bit", "[philox]") {
+TEST_CASE("philox.h: per-element uniforms and normals equal ops/kernels/random.h's, bit for bit", "[philox]") {
   const GeneratorState s{42, 1000};
   int64_t wrong = 0;
   for (uint64_t i = 0; i < 2003; ++i) {

@@ -6,9 +6,9 @@
 
 #include "helpers.h"
 #include "optim_helpers.h"
-#include "models/optim/adam.h"
-#include "models/optim/schedule.h"
-#include "models/optim/sgd.h"
+#include "lsformer/models/optim/adam.h"
+#include "lsformer/models/optim/schedule.h"
+#include "lsformer/models/optim/sgd.h"
 
 using namespace lsf;
 using nlohmann::json;

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "helpers.h"
-#include "ops/cpu/skinny_gemm.h"
+#include "lsformer/ops/cpu/skinny_gemm.h"
 
 using lsf::cpu::skinny_gemm;
 using lsf::cpu::skinny_gemm_applies;

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "helpers.h"
+#include "lsformer/engine/dispatch.h"
 
 using namespace lsf;
 

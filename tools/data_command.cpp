@@ -8,7 +8,7 @@
 #include <lsformer/lsformer.h>
 
 #include "cli.h"
-#include "data/listops.h"
+#include "lsformer/data/listops.h"
 
 namespace lsf::cli {
 namespace {

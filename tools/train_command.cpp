@@ -8,8 +8,8 @@
 #include <lsformer/lsformer.h>
 
 #include "cli.h"
-#include "models/train/config.h"
-#include "models/train/trainer.h"
+#include "lsformer/models/train/config.h"
+#include "lsformer/models/train/trainer.h"
 
 namespace lsf::cli {
 namespace {

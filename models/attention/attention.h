@@ -8,7 +8,7 @@
 // (e.g. a memory to a bidirectional layer) throws an lsf::Error that names it.
 #pragma once
 
-#include "models/nn/module.h"
+#include "lsformer/models/nn/module.h"
 
 namespace lsf::nn {
 

@@ -1,19 +1,19 @@
 // nn::CausalLongShortAttention (docs/transformer-ls.md §3.3): projections, the two compression
 // paths, DualLN, the sinusoid position tables, then the fused (or composed) attention core of
 // ops/causal_long_short.h and the output projection. Shapes follow the header's legend.
-#include "models/attention/causal_long_short.h"
+#include "lsformer/models/attention/causal_long_short.h"
 
 #include <cmath>
 #include <sstream>
 
-#include "engine/autograd.h"
-#include "models/nn/init.h"
-#include "ops/binary.h"
-#include "ops/causal_long_short.h"
-#include "ops/factory.h"
-#include "ops/matmul.h"
-#include "ops/shape.h"
-#include "ops/softmax.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/models/nn/init.h"
+#include "lsformer/ops/binary.h"
+#include "lsformer/ops/causal_long_short.h"
+#include "lsformer/ops/factory.h"
+#include "lsformer/ops/matmul.h"
+#include "lsformer/ops/shape.h"
+#include "lsformer/ops/softmax.h"
 
 namespace lsf::nn {
 

@@ -1,18 +1,18 @@
 // nn::FullAttention, composed from primitive ops (Linear, views, matmul, masked_fill, softmax,
 // dropout); autograd comes from those ops. See the header for the semantics and the deviations
 // from the LRA code base.
-#include "models/attention/full_attention.h"
+#include "lsformer/models/attention/full_attention.h"
 
 #include <cmath>
 #include <limits>
 #include <sstream>
 
-#include "ops/binary.h"
-#include "ops/dropout.h"
-#include "ops/factory.h"
-#include "ops/index.h"
-#include "ops/matmul.h"
-#include "ops/softmax.h"
+#include "lsformer/ops/binary.h"
+#include "lsformer/ops/dropout.h"
+#include "lsformer/ops/factory.h"
+#include "lsformer/ops/index.h"
+#include "lsformer/ops/matmul.h"
+#include "lsformer/ops/softmax.h"
 
 namespace lsf::nn {
 

@@ -1,19 +1,19 @@
 // nn::LinformerAttention, composed from primitive ops (Linear, views, matmul with a broadcast
 // projection, softmax, masked_fill, dropout). See the header for the semantics, the layout of E
 // and F, and the deviations from the LRA code base.
-#include "models/attention/linformer.h"
+#include "lsformer/models/attention/linformer.h"
 
 #include <cmath>
 #include <sstream>
 
-#include "models/attention/full_attention.h"
-#include "models/nn/init.h"
-#include "ops/binary.h"
-#include "ops/dropout.h"
-#include "ops/factory.h"
-#include "ops/index.h"
-#include "ops/matmul.h"
-#include "ops/softmax.h"
+#include "lsformer/models/attention/full_attention.h"
+#include "lsformer/models/nn/init.h"
+#include "lsformer/ops/binary.h"
+#include "lsformer/ops/dropout.h"
+#include "lsformer/ops/factory.h"
+#include "lsformer/ops/index.h"
+#include "lsformer/ops/matmul.h"
+#include "lsformer/ops/softmax.h"
 
 namespace lsf::nn {
 

@@ -35,9 +35,9 @@
 #include <memory>
 #include <string>
 
-#include "engine/random.h"
-#include "models/attention/attention.h"
-#include "models/nn/linear.h"
+#include "lsformer/engine/random.h"
+#include "lsformer/models/attention/attention.h"
+#include "lsformer/models/nn/linear.h"
 
 namespace lsf::nn {
 

@@ -11,20 +11,20 @@
 //   released, §2.7) is left out: LongShortOptions has no such option.
 // * dconv_fc is registered only when r > 0 (no dead parameters for the window-only ablation).
 // * w = 0 and r = 0 without a CLS is rejected (§2.3 step 8: that case requires a CLS).
-#include "models/attention/long_short.h"
+#include "lsformer/models/attention/long_short.h"
 
 #include <cmath>
 #include <limits>
 #include <sstream>
 
-#include "ops/binary.h"
-#include "ops/factory.h"
-#include "ops/index.h"
-#include "ops/long_short.h"
-#include "ops/matmul.h"
-#include "ops/reduce.h"
-#include "ops/shape.h"
-#include "ops/softmax.h"
+#include "lsformer/ops/binary.h"
+#include "lsformer/ops/factory.h"
+#include "lsformer/ops/index.h"
+#include "lsformer/ops/long_short.h"
+#include "lsformer/ops/matmul.h"
+#include "lsformer/ops/reduce.h"
+#include "lsformer/ops/shape.h"
+#include "lsformer/ops/softmax.h"
 
 namespace lsf::nn {
 

@@ -1,5 +1,5 @@
 // GELU and ReLU modules: thin wrappers over lsf::gelu and lsf::relu.
-#include "models/nn/activation.h"
+#include "lsformer/models/nn/activation.h"
 
 namespace lsf::nn {
 

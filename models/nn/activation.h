@@ -5,8 +5,8 @@
 #include <memory>
 #include <string>
 
-#include "models/nn/layer.h"
-#include "ops/unary.h"
+#include "lsformer/models/nn/layer.h"
+#include "lsformer/ops/unary.h"
 
 namespace lsf::nn {
 

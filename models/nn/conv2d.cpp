@@ -1,10 +1,10 @@
 // nn::Conv2d: parameters, default initialisation and the call into lsf::conv2d.
-#include "models/nn/conv2d.h"
+#include "lsformer/models/nn/conv2d.h"
 
 #include <cmath>
 #include <sstream>
 
-#include "models/nn/init.h"
+#include "lsformer/models/nn/init.h"
 
 namespace lsf::nn {
 

@@ -9,8 +9,8 @@
 
 #include <string>
 
-#include "models/nn/layer.h"
-#include "ops/conv.h"
+#include "lsformer/models/nn/layer.h"
+#include "lsformer/ops/conv.h"
 
 namespace lsf::nn {
 

@@ -1,9 +1,9 @@
 // nn::Dropout: lsf::dropout gated by the module's training flag.
-#include "models/nn/dropout.h"
+#include "lsformer/models/nn/dropout.h"
 
 #include <sstream>
 
-#include "ops/dropout.h"
+#include "lsformer/ops/dropout.h"
 
 namespace lsf::nn {
 

@@ -1,11 +1,11 @@
 // nn::Embedding: the table parameter and the call into lsf::embedding.
-#include "models/nn/embedding.h"
+#include "lsformer/models/nn/embedding.h"
 
 #include <sstream>
 
-#include "engine/autograd.h"
-#include "models/nn/init.h"
-#include "ops/embedding.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/models/nn/init.h"
+#include "lsformer/ops/embedding.h"
 
 namespace lsf::nn {
 

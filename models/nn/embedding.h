@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "models/nn/layer.h"
+#include "lsformer/models/nn/layer.h"
 
 namespace lsf::nn {
 

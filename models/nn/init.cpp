@@ -1,14 +1,14 @@
 // Initialisers (see init.h). Uniform and normal fills run on t's device through ops/factory.h;
 // trunc_normal_ transforms f64 uniforms on the host (erfinv is not a device op) and copies the
 // result into t, converting to t's dtype and device.
-#include "models/nn/init.h"
+#include "lsformer/models/nn/init.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "engine/autograd.h"
-#include "ops/factory.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/ops/factory.h"
 
 namespace lsf::nn::init {
 namespace {

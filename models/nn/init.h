@@ -13,8 +13,8 @@
 
 #include <optional>
 
-#include "engine/random.h"
-#include "engine/tensor.h"
+#include "lsformer/engine/random.h"
+#include "lsformer/engine/tensor.h"
 
 namespace lsf::nn::init {
 

@@ -8,8 +8,8 @@
 
 #include <string>
 
-#include "engine/random.h"
-#include "models/nn/module.h"
+#include "lsformer/engine/random.h"
+#include "lsformer/models/nn/module.h"
 
 namespace lsf::nn {
 

@@ -1,10 +1,10 @@
 // nn::LayerNorm: parameters and the call into the fused lsf::layer_norm op.
-#include "models/nn/layer_norm.h"
+#include "lsformer/models/nn/layer_norm.h"
 
 #include <sstream>
 
-#include "models/nn/init.h"
-#include "ops/layer_norm.h"
+#include "lsformer/models/nn/init.h"
+#include "lsformer/ops/layer_norm.h"
 
 namespace lsf::nn {
 

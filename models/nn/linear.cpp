@@ -1,13 +1,13 @@
 // nn::Linear. The forward is matmul with the transposed weight view (OpenBLAS reads the
 // transpose in place, no copy) plus a broadcast bias add.
-#include "models/nn/linear.h"
+#include "lsformer/models/nn/linear.h"
 
 #include <cmath>
 #include <sstream>
 
-#include "models/nn/init.h"
-#include "ops/binary.h"
-#include "ops/matmul.h"
+#include "lsformer/models/nn/init.h"
+#include "lsformer/ops/binary.h"
+#include "lsformer/ops/matmul.h"
 
 namespace lsf::nn {
 

@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "models/nn/layer.h"
+#include "lsformer/models/nn/layer.h"
 
 namespace lsf::nn {
 

@@ -1,5 +1,5 @@
 // nn::Mlp: two Linears around an activation, with dropout after each stage.
-#include "models/nn/mlp.h"
+#include "lsformer/models/nn/mlp.h"
 
 namespace lsf::nn {
 

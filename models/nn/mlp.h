@@ -8,10 +8,10 @@
 #include <optional>
 #include <string>
 
-#include "models/nn/activation.h"
-#include "models/nn/dropout.h"
-#include "models/nn/layer.h"
-#include "models/nn/linear.h"
+#include "lsformer/models/nn/activation.h"
+#include "lsformer/models/nn/dropout.h"
+#include "lsformer/models/nn/layer.h"
+#include "lsformer/models/nn/linear.h"
 
 namespace lsf::nn {
 

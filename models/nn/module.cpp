@@ -1,10 +1,10 @@
-#include "models/nn/module.h"
+#include "lsformer/models/nn/module.h"
 
 #include <ostream>
 #include <set>
 #include <sstream>
 
-#include "engine/autograd.h"
+#include "lsformer/engine/autograd.h"
 
 namespace lsf::nn {
 

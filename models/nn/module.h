@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/safetensors.h"
-#include "engine/tensor.h"
+#include "lsformer/engine/safetensors.h"
+#include "lsformer/engine/tensor.h"
 
 namespace lsf::nn {
 

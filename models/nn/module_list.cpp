@@ -1,5 +1,5 @@
 // nn::ModuleList: registration by position and bounds-checked access.
-#include "models/nn/module_list.h"
+#include "lsformer/models/nn/module_list.h"
 
 namespace lsf::nn {
 

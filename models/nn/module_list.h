@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "models/nn/module.h"
+#include "lsformer/models/nn/module.h"
 
 namespace lsf::nn {
 

@@ -1,5 +1,5 @@
 // nn::Sequential: registration by position and the chained forward.
-#include "models/nn/sequential.h"
+#include "lsformer/models/nn/sequential.h"
 
 #include <string>
 

@@ -5,14 +5,14 @@
 // (adam_multi_update_, through update_all) when all parameters that have a gradient sit on one
 // CUDA device with gradients of their device and dtype. Everything else (the CPU, mixed
 // devices) updates each parameter in turn.
-#include "models/optim/adam.h"
+#include "lsformer/models/optim/adam.h"
 
 #include <cmath>
 #include <map>
 
-#include "engine/error.h"
-#include "ops/factory.h"
-#include "ops/optim_update.h"
+#include "lsformer/engine/error.h"
+#include "lsformer/ops/factory.h"
+#include "lsformer/ops/optim_update.h"
 
 namespace lsf::optim::detail {
 

@@ -15,8 +15,8 @@
 
 #include <array>
 
-#include "models/optim/optimizer.h"
-#include "ops/optim_update.h"
+#include "lsformer/models/optim/optimizer.h"
+#include "lsformer/ops/optim_update.h"
 
 namespace lsf::optim {
 

@@ -1,12 +1,12 @@
 // clip_grad_norm_: the global norm from per-tensor Σ|g|^p partials (ops/optim_update.h), then
 // one in-place scaling per gradient.
-#include "models/optim/clip.h"
+#include "lsformer/models/optim/clip.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "engine/error.h"
-#include "ops/optim_update.h"
+#include "lsformer/engine/error.h"
+#include "lsformer/ops/optim_update.h"
 
 namespace lsf::optim {
 

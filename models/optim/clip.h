@@ -15,8 +15,8 @@
 
 #include <limits>
 
-#include "engine/safetensors.h"
-#include "engine/tensor.h"
+#include "lsformer/engine/safetensors.h"
+#include "lsformer/engine/tensor.h"
 
 namespace lsf::optim {
 

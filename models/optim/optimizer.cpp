@@ -1,5 +1,5 @@
 // Optimizer base: group bookkeeping, the step loop, and state save/load with validation.
-#include "models/optim/optimizer.h"
+#include "lsformer/models/optim/optimizer.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,8 +7,8 @@
 #include <set>
 #include <sstream>
 
-#include "engine/autograd.h"
-#include "engine/error.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/engine/error.h"
 
 namespace lsf::optim {
 

@@ -28,8 +28,8 @@
 #include <variant>
 #include <vector>
 
-#include "engine/safetensors.h"
-#include "engine/tensor.h"
+#include "lsformer/engine/safetensors.h"
+#include "lsformer/engine/tensor.h"
 
 namespace lsf::optim {
 

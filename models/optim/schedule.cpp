@@ -1,12 +1,12 @@
 // Learning-rate schedules: argument checks and the formulas, written in the same order of
 // operations as their references so that the values agree to the last bit in double.
-#include "models/optim/schedule.h"
+#include "lsformer/models/optim/schedule.h"
 
 #include <cmath>
 #include <numbers>
 
-#include "engine/error.h"
-#include "models/optim/optimizer.h"
+#include "lsformer/engine/error.h"
+#include "lsformer/models/optim/optimizer.h"
 
 namespace lsf::optim {
 

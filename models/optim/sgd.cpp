@@ -1,12 +1,12 @@
 // SGD: option checks (as torch.optim.SGD's constructor makes them) and the per-parameter update
 // through the fused kernel of ops/optim_update.h.
-#include "models/optim/sgd.h"
+#include "lsformer/models/optim/sgd.h"
 
 #include <cmath>
 
-#include "engine/error.h"
-#include "ops/factory.h"
-#include "ops/optim_update.h"
+#include "lsformer/engine/error.h"
+#include "lsformer/ops/factory.h"
+#include "lsformer/ops/optim_update.h"
 
 namespace lsf::optim {
 

@@ -8,7 +8,7 @@
 // The buffer ("momentum_buffer") exists only once a step ran with momentum ≠ 0.
 #pragma once
 
-#include "models/optim/optimizer.h"
+#include "lsformer/models/optim/optimizer.h"
 
 namespace lsf::optim {
 

@@ -1,6 +1,7 @@
 // CPU binary elementwise kernels. Operands arrive broadcast to the output's shape.
-#include "ops/binary.h"
-#include "ops/cpu/loops.h"
+#include "lsformer/ops/binary.h"
+#include "lsformer/ops/kernels/binary.h"
+#include "lsformer/ops/cpu/loops.h"
 
 namespace lsf::cpu {
 namespace {

@@ -25,8 +25,9 @@
 #include <limits>
 #include <vector>
 
-#include "ops/causal_long_short.h"
-#include "ops/cpu/loops.h"
+#include "lsformer/ops/causal_long_short.h"
+#include "lsformer/ops/kernels/causal_long_short.h"
+#include "lsformer/ops/cpu/loops.h"
 
 namespace lsf::cpu {
 namespace {

@@ -26,9 +26,10 @@
 #include <algorithm>
 #include <vector>
 
-#include "ops/conv.h"
-#include "ops/cpu/loops.h"
-#include "ops/factory.h"
+#include "lsformer/ops/conv.h"
+#include "lsformer/ops/kernels/conv.h"
+#include "lsformer/ops/cpu/loops.h"
+#include "lsformer/ops/factory.h"
 
 namespace lsf::cpu {
 namespace {

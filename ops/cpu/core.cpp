@@ -2,8 +2,8 @@
 // in-place add used for gradient accumulation.
 #include <cstring>
 
-#include "engine/core_kernels.h"
-#include "ops/cpu/loops.h"
+#include "lsformer/engine/core_kernels.h"
+#include "lsformer/ops/cpu/loops.h"
 
 namespace lsf::cpu {
 namespace {

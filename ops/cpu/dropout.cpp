@@ -2,8 +2,9 @@
 // the forward loop runs over blocks; every element depends only on (seed, offset, index), so
 // the loop parallelises freely and matches the CUDA kernel bit for bit (both take the words and
 // the keep rule from engine/philox.h).
-#include "ops/cpu/loops.h"
-#include "ops/dropout.h"
+#include "lsformer/ops/cpu/loops.h"
+#include "lsformer/ops/dropout.h"
+#include "lsformer/ops/kernels/dropout.h"
 
 namespace lsf::cpu {
 namespace {
@@ -40,7 +41,7 @@ void dropout_backward(const Tensor& dx, const Tensor& dy, const Tensor& mask, do
 
 }  // namespace
 
-LSF_REGISTER_KERNEL(dropout_kernel, DeviceType::CPU, dropout_forward);
+LSF_REGISTER_KERNEL(dropout_forward_kernel, DeviceType::CPU, dropout_forward);
 LSF_REGISTER_KERNEL(dropout_backward_kernel, DeviceType::CPU, dropout_backward);
 
 }  // namespace lsf::cpu

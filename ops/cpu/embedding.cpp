@@ -12,8 +12,9 @@
 #include <cstring>
 #include <vector>
 
-#include "ops/cpu/loops.h"
-#include "ops/embedding.h"
+#include "lsformer/ops/cpu/loops.h"
+#include "lsformer/ops/embedding.h"
+#include "lsformer/ops/kernels/embedding.h"
 
 namespace lsf::cpu {
 namespace {

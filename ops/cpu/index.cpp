@@ -10,8 +10,9 @@
 
 #include <algorithm>
 
-#include "ops/cpu/loops.h"
-#include "ops/index.h"
+#include "lsformer/ops/cpu/loops.h"
+#include "lsformer/ops/index.h"
+#include "lsformer/ops/kernels/index.h"
 
 namespace lsf::cpu {
 namespace {

@@ -15,8 +15,9 @@
 // whatever the number of rows. f64 accumulates in f64 throughout.
 #include <vector>
 
-#include "ops/cpu/rowwise.h"
-#include "ops/layer_norm.h"
+#include "lsformer/ops/cpu/rowwise.h"
+#include "lsformer/ops/layer_norm.h"
+#include "lsformer/ops/kernels/layer_norm.h"
 
 namespace lsf::cpu {
 namespace {
@@ -176,7 +177,7 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
 
 }  // namespace
 
-LSF_REGISTER_KERNEL(layer_norm_kernel, DeviceType::CPU, layer_norm_forward);
+LSF_REGISTER_KERNEL(layer_norm_forward_kernel, DeviceType::CPU, layer_norm_forward);
 LSF_REGISTER_KERNEL(layer_norm_backward_kernel, DeviceType::CPU, layer_norm_backward);
 
 }  // namespace lsf::cpu

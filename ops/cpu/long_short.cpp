@@ -28,8 +28,9 @@
 #include <limits>
 #include <vector>
 
-#include "ops/cpu/rowwise.h"
-#include "ops/long_short.h"
+#include "lsformer/ops/cpu/rowwise.h"
+#include "lsformer/ops/long_short.h"
+#include "lsformer/ops/kernels/long_short.h"
 
 namespace lsf::cpu {
 namespace {
@@ -597,7 +598,7 @@ void long_short_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, c
 
 }  // namespace
 
-LSF_REGISTER_KERNEL(long_short_attention_kernel, DeviceType::CPU, long_short_forward);
-LSF_REGISTER_KERNEL(long_short_attention_backward_kernel, DeviceType::CPU, long_short_backward);
+LSF_REGISTER_KERNEL(long_short_forward_kernel, DeviceType::CPU, long_short_forward);
+LSF_REGISTER_KERNEL(long_short_backward_kernel, DeviceType::CPU, long_short_backward);
 
 }  // namespace lsf::cpu

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "engine/tensor.h"
+#include "lsformer/engine/tensor.h"
 
 namespace lsf::cpu {
 

@@ -18,8 +18,9 @@
 #include <limits>
 #include <vector>
 
-#include "ops/cpu/rowwise.h"
-#include "ops/loss.h"
+#include "lsformer/ops/cpu/rowwise.h"
+#include "lsformer/ops/loss.h"
+#include "lsformer/ops/kernels/loss.h"
 
 namespace lsf::cpu {
 namespace {
@@ -313,9 +314,9 @@ void nll_backward(const Tensor& dlog_probs, const Tensor& dloss, const Tensor& t
 
 }  // namespace
 
-LSF_REGISTER_KERNEL(cross_entropy_kernel, DeviceType::CPU, cross_entropy_forward);
+LSF_REGISTER_KERNEL(cross_entropy_forward_kernel, DeviceType::CPU, cross_entropy_forward);
 LSF_REGISTER_KERNEL(cross_entropy_backward_kernel, DeviceType::CPU, cross_entropy_backward);
-LSF_REGISTER_KERNEL(nll_loss_kernel, DeviceType::CPU, nll_forward);
+LSF_REGISTER_KERNEL(nll_loss_forward_kernel, DeviceType::CPU, nll_forward);
 LSF_REGISTER_KERNEL(nll_loss_backward_kernel, DeviceType::CPU, nll_backward);
 
 }  // namespace lsf::cpu

@@ -24,9 +24,10 @@
 #include <algorithm>
 #include <vector>
 
-#include "ops/cpu/skinny_gemm.h"
-#include "ops/gemm_problem.h"
-#include "ops/matmul.h"
+#include "lsformer/ops/cpu/skinny_gemm.h"
+#include "lsformer/ops/kernels/gemm_problem.h"
+#include "lsformer/ops/matmul.h"
+#include "lsformer/ops/kernels/matmul.h"
 
 namespace lsf::cpu {
 namespace {
@@ -42,7 +43,7 @@ constexpr int64_t kMaxPartialElements = int64_t(1) << 24;
 constexpr int64_t kMinSplitK = 1024;
 constexpr int64_t kSplitKMaxOutputPerThread = 128 * 128;
 
-// The planning shared with the CUDA kernel (ops/gemm_problem.h); an operand's ref is its first
+// The planning shared with the CUDA kernel (ops/kernels/gemm_problem.h); an operand's ref is its first
 // element.
 using Operand = gemm::Operand<char*>;
 using Problem = gemm::Problem<char*>;

@@ -7,8 +7,9 @@
 #include <limits>
 #include <vector>
 
-#include "ops/cpu/loops.h"
-#include "ops/optim_update.h"
+#include "lsformer/ops/cpu/loops.h"
+#include "lsformer/ops/optim_update.h"
+#include "lsformer/ops/kernels/optim_update.h"
 
 namespace lsf::cpu {
 namespace {

@@ -1,11 +1,11 @@
 // CPU random fills. Each element's value depends only on its index and the generator state,
 // so the loops parallelise freely and match the CUDA kernels: the per-element value comes from
 // engine/philox.h, which cuda/random.cu compiles for the device (the same arithmetic as
-// uniform_f64_at / uniform_f32_at / normal_at of ops/random_kernels.h, checked by
+// uniform_f64_at / uniform_f32_at / normal_at of ops/kernels/random.h, checked by
 // tests/test_philox.cpp).
 #include <cmath>
 
-#include "ops/random_kernels.h"
+#include "lsformer/ops/kernels/random.h"
 
 namespace lsf::cpu {
 namespace {

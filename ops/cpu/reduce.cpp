@@ -11,8 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include "ops/cpu/loops.h"
-#include "ops/reduce.h"
+#include "lsformer/ops/cpu/loops.h"
+#include "lsformer/ops/reduce.h"
+#include "lsformer/ops/kernels/reduce.h"
 
 namespace lsf::cpu {
 namespace {

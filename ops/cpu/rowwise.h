@@ -15,9 +15,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "ops/cpu/loops.h"
-#include "ops/cpu/simd.h"
-#include "ops/cpu/unary_math.h"
+#include "lsformer/ops/cpu/loops.h"
+#include "lsformer/ops/cpu/simd.h"
+#include "lsformer/ops/cpu/unary_math.h"
 
 namespace lsf::cpu {
 

@@ -11,7 +11,7 @@
 // compiles as ISO C++, which forbids contraction): one rounding per step, as BLAS kernels do.
 #pragma GCC optimize("fp-contract=fast")
 
-#include "ops/cpu/skinny_gemm.h"
+#include "lsformer/ops/cpu/skinny_gemm.h"
 
 #include <omp.h>
 
@@ -20,7 +20,7 @@
 #include <cstring>
 #include <vector>
 
-#include "engine/error.h"
+#include "lsformer/engine/error.h"
 
 namespace lsf::cpu {
 namespace {

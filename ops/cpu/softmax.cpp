@@ -14,8 +14,9 @@
 // (PyTorch also accumulates in f32 here). f64 uses libm's exp and f64 sums.
 #include <limits>
 
-#include "ops/cpu/rowwise.h"
-#include "ops/softmax.h"
+#include "lsformer/ops/cpu/rowwise.h"
+#include "lsformer/ops/softmax.h"
+#include "lsformer/ops/kernels/softmax.h"
 
 namespace lsf::cpu {
 namespace {
@@ -206,7 +207,7 @@ void softmax_backward(bool log, const Tensor& dx, const Tensor& dy, const Tensor
 
 }  // namespace
 
-LSF_REGISTER_KERNEL(softmax_kernel, DeviceType::CPU, softmax_forward);
+LSF_REGISTER_KERNEL(softmax_forward_kernel, DeviceType::CPU, softmax_forward);
 LSF_REGISTER_KERNEL(softmax_backward_kernel, DeviceType::CPU, softmax_backward);
 
 }  // namespace lsf::cpu

@@ -29,10 +29,11 @@
 #include <immintrin.h>
 #endif
 
-#include "ops/cpu/loops.h"
-#include "ops/cpu/simd.h"
-#include "ops/cpu/unary_math.h"
-#include "ops/unary.h"
+#include "lsformer/ops/cpu/loops.h"
+#include "lsformer/ops/cpu/simd.h"
+#include "lsformer/ops/cpu/unary_math.h"
+#include "lsformer/ops/unary.h"
+#include "lsformer/ops/kernels/unary.h"
 
 
 namespace lsf::cpu {
@@ -545,7 +546,7 @@ void unary_backward(UnaryOp op, const Tensor& dx, const Tensor& dy, const Tensor
 
 }  // namespace
 
-LSF_REGISTER_KERNEL(unary_kernel, DeviceType::CPU, unary_forward);
+LSF_REGISTER_KERNEL(unary_forward_kernel, DeviceType::CPU, unary_forward);
 LSF_REGISTER_KERNEL(unary_backward_kernel, DeviceType::CPU, unary_backward);
 
 }  // namespace lsf::cpu

@@ -7,9 +7,9 @@
 // offset + i / 4; even i take the cosine branch, odd i the sine branch.
 #pragma once
 
-#include "engine/dispatch.h"
-#include "engine/random.h"
-#include "engine/tensor.h"
+#include "lsformer/engine/dispatch.h"
+#include "lsformer/engine/random.h"
+#include "lsformer/engine/tensor.h"
 
 namespace lsf {
 

@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/tensor.h"
+#include "lsformer/engine/tensor.h"
 
 namespace lsf::gemm {
 

@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "engine/philox.h"
+#include "lsformer/engine/philox.h"
 
 #if defined(__CUDACC__)
 #define LSF_GEOMETRY_FN __host__ __device__ inline

@@ -1,0 +1,30 @@
+// Internal (not installed): the kernel table entries of the matrix products (ops/matmul.h): the batched GEMM
+// every backend implements, and the operand rule its callers follow.
+#pragma once
+
+#include "lsformer/engine/dispatch.h"
+#include "lsformer/ops/matmul.h"
+
+namespace lsf {
+
+// c[i] = alpha · a[i] · b[i] + beta · c[i] over the batch index i (accumulation is explicit in
+// beta: 0 overwrites c, 1 adds to it).
+//   a [*, M, K], b [*, K, N], c [*, M, N]: equal ranks (≥ 2) and equal batch sizes *.
+//   a and b: each matrix has unit stride in its last or second-to-last dim (gemm_operand
+//     makes that so); batch strides are arbitrary, 0 broadcasting one matrix over the batch.
+//   c: each matrix has unit stride in one of its last two dims; a batch dim where c has
+//     stride 0 is a reduction: the products along it are summed into the one c matrix
+//     (how the backward of a broadcast operand sums over the broadcast dims without a
+//     temporary). c must not overlap a or b.
+// The CPU kernel folds batch dims into M, N or K when the strides allow (a [B, T, K] × a
+// broadcast [K, N] becomes one [B·T, K] × [K, N] GEMM), then runs large GEMMs one after the
+// other on OpenBLAS's threads and small ones in an OpenMP loop over the batch.
+LSF_DECLARE_KERNEL(gemm_kernel, void(const Tensor& c, const Tensor& a, const Tensor& b, double alpha, double beta));
+
+// True when the last two dims of t (≥ 2-D) are a matrix BLAS can read in place: unit stride in
+// one of them, and a leading dimension that covers the other.
+bool is_gemm_operand(const Tensor& t);
+// t itself when is_gemm_operand(t), else t.contiguous() (not recorded by autograd).
+Tensor gemm_operand(const Tensor& t);
+
+}  // namespace lsf
