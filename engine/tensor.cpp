@@ -1,7 +1,9 @@
-#include "engine/tensor.h"
+// Tensor metadata, views without autograd (make_view), leaf bookkeeping (requires_grad, grad,
+// set_data), the in-place writes copy_ / fill_, and the shared argument checks of ops.
+#include "lsformer/engine/tensor.h"
 
-#include "engine/autograd.h"
-#include "engine/core_kernels.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/engine/core_kernels.h"
 
 namespace lsf {
 
@@ -138,6 +140,20 @@ Tensor Tensor::detach() const {
 }
 
 namespace {
+// src seen with `shape` (NumPy broadcasting: size-1 and missing leading dims get stride 0), not
+// recorded by autograd. The differentiable form is Tensor::expand (ops/view.cpp).
+Tensor broadcast_view(const Tensor& src, const Shape& shape, const char* op) {
+  const int64_t extra = int64_t(shape.size()) - src.dim();
+  LSF_CHECK(extra >= 0) << op << ": source shape " << src.shape() << " cannot be broadcast to " << shape;
+  Strides strides(shape.size(), 0);
+  for (int64_t d = 0; d < src.dim(); ++d) {
+    const int64_t size = src.shape()[d], want = shape[d + extra];
+    LSF_CHECK(size == want || size == 1) << op << ": source shape " << src.shape() << " cannot be broadcast to " << shape;
+    strides[d + extra] = size == want ? src.strides()[d] : 0;
+  }
+  return make_view(src, shape, strides, src.offset());
+}
+
 void check_inplace_allowed(const Tensor& t, const char* op) {
   LSF_CHECK(t.defined()) << op << ": the tensor is undefined";
   LSF_CHECK(!(grad_mode_enabled() && t.requires_grad()))
@@ -152,9 +168,7 @@ const Tensor& Tensor::copy_(const Tensor& src) const {
   LSF_CHECK(src.device() == device()) << "copy_: source on " << src.device()
                                       << ", destination on " << device()
                                       << "; use to(device) to move between devices";
-  Tensor s = src;
-  if (s.shape() != shape()) s = s.detach().expand(shape());  // throws if not broadcastable
-  copy_kernel(device(), *this, s);
+  copy_kernel(device(), *this, src.shape() == shape() ? src : broadcast_view(src, shape(), "copy_"));
   impl_->storage->bump_version();
   return *this;
 }

@@ -1,6 +1,10 @@
 // Copies and conversions: contiguous, clone, to(dtype), to(device), item, to_vector.
-#include "engine/autograd.h"
-#include "engine/core_kernels.h"
+//
+// These Tensor methods live in the engine because they need nothing but the engine's own
+// kernels (copy_kernel, cross_device_copy_kernel: engine/core_kernels.h) and autograd::record;
+// the engine itself relies on them (safetensors writes host-contiguous bytes).
+#include "lsformer/engine/autograd.h"
+#include "lsformer/engine/core_kernels.h"
 
 namespace lsf {
 
