@@ -4,20 +4,24 @@
 // storage; offset and strides are counted in elements. A default-constructed Tensor is
 // "undefined" (no storage), the way an absent gradient is represented.
 //
-// Methods here that create views or copies (view, reshape, permute, contiguous, to, ...) are
-// differentiable and implemented in ops/ (ops/view.cpp, ops/copy.cpp): the engine owns the
-// data structure, the ops own the maths.
+// Layering: the copies and conversions (contiguous, clone, to, item, to_vector, copy_) are
+// defined in the engine (engine/copy.cpp, engine/tensor.cpp) and use only the engine's own
+// kernels. The views (view, reshape, permute, expand, ...) and the libtorch-style math methods
+// (x.sum(), x.matmul(w), ...) are declared here, on the class users hold, but defined in ops/
+// (ops/view.cpp, ops/tensor_methods.cpp), because their backward passes need ops' maths. No
+// engine/*.cpp calls them, so the engine's objects link without ops/ (tests/layering.cmake).
 #pragma once
 
 #include <cstdint>
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <vector>
 
-#include "engine/device.h"
-#include "engine/dtype.h"
-#include "engine/storage.h"
+#include "lsformer/engine/device.h"
+#include "lsformer/engine/dtype.h"
+#include "lsformer/engine/storage.h"
 
 namespace lsf {
 
@@ -48,6 +52,7 @@ class TensorOptions {
 
 class TensorImpl;
 class Tensor;
+struct ValuesIndices;  // ops/reduce.h: what Tensor::max(dim) / min(dim) return
 
 // What autograd keeps per tensor. Allocated only for tensors that take part in autograd.
 struct AutogradMeta {
@@ -123,7 +128,7 @@ class Tensor {
   // Same data, cut from the graph: never requires grad.
   Tensor detach() const;
 
-  // ---- views (share storage; differentiable) — ops/view.cpp ----
+  // ---- views (share storage; differentiable) — defined in ops/view.cpp ----
   Tensor view(const Shape& shape) const;       // needs compatible strides; one -1 allowed
   Tensor reshape(const Shape& shape) const;    // a view when possible, else a copy
   Tensor permute(const std::vector<int64_t>& dims) const;
@@ -139,7 +144,7 @@ class Tensor {
   Tensor unsqueeze(int64_t dim) const;
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
 
-  // ---- copies and conversions (differentiable) — ops/copy.cpp ----
+  // ---- copies and conversions (differentiable) — engine/copy.cpp ----
   Tensor contiguous() const;  // itself when already contiguous
   Tensor clone() const;       // always a new contiguous buffer
   Tensor to(DType dtype) const;
@@ -147,6 +152,66 @@ class Tensor {
   Tensor to(const TensorOptions& options) const;
   template <typename T> T item() const;                 // the value of a one-element tensor
   template <typename T> std::vector<T> to_vector() const;  // all values, row-major
+
+  // ---- maths as libtorch's methods: thin forwards to the free functions of ops/ (defined in
+  // ops/tensor_methods.cpp), so that ported PyTorch code reads the same: x.sum(), x.mean({1}),
+  // x.matmul(w), x.softmax(-1), x.masked_fill(m, v). Include the op's header (or
+  // <lsformer/lsformer.h>) for the types some of them return. ----
+  Tensor sum() const;
+  Tensor sum(const std::vector<int64_t>& dims, bool keepdim = false) const;
+  Tensor mean() const;
+  Tensor mean(const std::vector<int64_t>& dims, bool keepdim = false) const;
+  Tensor amax(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor amin(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor max() const;
+  Tensor min() const;
+  ValuesIndices max(int64_t dim, bool keepdim = false) const;  // ops/reduce.h
+  ValuesIndices min(int64_t dim, bool keepdim = false) const;
+  Tensor argmax(int64_t dim, bool keepdim = false) const;
+  Tensor argmin(int64_t dim, bool keepdim = false) const;
+  Tensor var(const std::vector<int64_t>& dims = {}, int64_t correction = 1, bool keepdim = false) const;
+  Tensor matmul(const Tensor& other) const;
+  Tensor bmm(const Tensor& other) const;
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+  Tensor neg() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor rsqrt() const;
+  Tensor abs() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor relu() const;
+  Tensor gelu() const;  // exact (erf) form
+  Tensor pow(double exponent) const;
+  Tensor clamp(std::optional<double> min, std::optional<double> max) const;
+  Tensor add(const Tensor& other) const;
+  Tensor add(double other) const;
+  Tensor sub(const Tensor& other) const;
+  Tensor sub(double other) const;
+  Tensor mul(const Tensor& other) const;
+  Tensor mul(double other) const;
+  Tensor div(const Tensor& other) const;
+  Tensor div(double other) const;
+  Tensor eq(const Tensor& other) const;
+  Tensor eq(double other) const;
+  Tensor ne(const Tensor& other) const;
+  Tensor ne(double other) const;
+  Tensor lt(const Tensor& other) const;
+  Tensor lt(double other) const;
+  Tensor le(const Tensor& other) const;
+  Tensor le(double other) const;
+  Tensor gt(const Tensor& other) const;
+  Tensor gt(double other) const;
+  Tensor ge(const Tensor& other) const;
+  Tensor ge(double other) const;
+  Tensor masked_fill(const Tensor& mask, double value) const;
+  Tensor where(const Tensor& condition, const Tensor& other) const;  // condition ? *this : other
+  Tensor gather(int64_t dim, const Tensor& index) const;
+  Tensor index_select(int64_t dim, const Tensor& index) const;
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
+  std::vector<Tensor> split(const std::vector<int64_t>& sizes, int64_t dim = 0) const;
 
   // ---- in-place writes (not recorded by autograd; for optimizers and initialisers) ----
   // const like every method here: they change the data, not the handle.
