@@ -6,9 +6,9 @@
 #include <fstream>
 
 #include "helpers.h"
-#include "models/lra/lra_model.h"
-#include "models/train/config.h"
-#include "models/train/lra_task.h"
+#include "lsformer/models/lra/lra_model.h"
+#include "lsformer/models/train/config.h"
+#include "lsformer/models/train/lra_task.h"
 
 namespace fs = std::filesystem;
 using namespace lsf;
@@ -45,49 +45,52 @@ TEST_CASE("every shipped config loads and validates", "[configs]") {
     // The model the config describes is one the LRA model accepts (vocabulary and classes of
     // the task: ListOps 16/10, bytes 257/2).
     data::Dataset shape_only;
-    shape_only.name = c.data.task;
-    shape_only.vocab_size = c.data.task == "listops" ? 16 : 257;
-    shape_only.num_classes = c.data.task == "listops" ? 10 : 2;
-    shape_only.paired = c.data.task == "retrieval";
+    shape_only.name = c.task;
+    shape_only.vocab_size = c.task == "listops" ? 16 : 257;
+    shape_only.num_classes = c.task == "listops" ? 10 : 2;
+    shape_only.paired = c.task == "retrieval";
     CHECK_NOTHROW(lra::validate(train::model_options(c, shape_only)));
     if (f.find("/lra/") != std::string::npos) {
+      const train::LraSections& s = train::lra_sections(c);
       // The paper's LRA model and optimiser (§2.4–2.6): 2 layers, d = 64, 2 heads, FFN 128,
       // AdamW with eps 1e-6, OneCycle (linear) with peak 1e-4, batch 32.
-      CHECK(c.model.layers == 2);
-      CHECK(c.model.dim == 64);
-      CHECK(c.model.heads == 2);
-      CHECK(c.model.ffn_dim == 128);
-      CHECK(c.optimizer.name == "adamw");
+      CHECK(s.model.layers == 2);
+      CHECK(s.model.dim == 64);
+      CHECK(s.model.heads == 2);
+      CHECK(s.model.ffn_dim == 128);
+      CHECK(c.optimizer.name == train::OptimizerKind::AdamW);
       CHECK(c.optimizer.lr == 1e-4);
       CHECK(c.optimizer.eps == 1e-6);
-      CHECK(c.schedule.name == "onecycle");
-      CHECK(c.schedule.anneal == "linear");
+      CHECK(c.schedule.name == train::ScheduleKind::OneCycle);
+      CHECK(c.schedule.anneal == optim::Anneal::Linear);
       CHECK(c.train.batch_size == 32);
-      CHECK_FALSE(c.data.path.empty());
+      CHECK_FALSE(s.data.path.empty());
     }
   }
   train::RunConfig q = train::load_config(kConfigDir + "/quickstart.json");
-  CHECK(q.data.generate.enabled);
+  CHECK(train::lra_sections(q).data.generate.enabled);
   CHECK_NOTHROW(train::validate_data_paths(q));  // generated in memory: nothing to find
 }
 
 TEST_CASE("the shipped LRA settings are transformer-ls.md §2.5's", "[configs]") {
+  using lra::AttentionKind;
   auto load = [](const std::string& name) { return train::load_config(kConfigDir + "/lra/" + name + ".json"); };
+  auto lra = [](const train::RunConfig& c) -> const train::LraSections& { return train::lra_sections(c); };
   train::RunConfig c = load("listops_ls");
-  CHECK((c.model.attention == "long_short" && c.model.window == 8 && c.model.rank == 32));
-  CHECK((c.data.seq_len == 2048 && c.train.steps == 5000 && c.schedule.warmup_steps == 1000));
+  CHECK((lra(c).model.attention == AttentionKind::LongShort && lra(c).model.window == 8 && lra(c).model.rank == 32));
+  CHECK((lra(c).data.seq_len == 2048 && c.train.steps == 5000 && c.schedule.warmup_steps == 1000));
   CHECK((c.train.eval_every == 50 && c.train.eval_batches == 62 && c.train.seed == 1234));
   c = load("listops_ls_best");
-  CHECK((c.model.window == 16 && c.model.rank == 2));
+  CHECK((lra(c).model.window == 16 && lra(c).model.rank == 2));
   c = load("text_ls_best");
-  CHECK((c.model.window == 1 && c.model.rank == 1 && c.optimizer.weight_decay == 0.01));
+  CHECK((lra(c).model.window == 1 && lra(c).model.rank == 1 && c.optimizer.weight_decay == 0.01));
   c = load("retrieval_ls_best");
-  CHECK((c.model.window == 1 && c.model.rank == 254 && c.model.dropout == 0.1 && c.train.seed == 4096));
+  CHECK((lra(c).model.window == 1 && lra(c).model.rank == 254 && lra(c).model.dropout == 0.1 && c.train.seed == 4096));
   c = load("retrieval_proj_best");
-  CHECK((c.model.window == 0 && c.model.rank == 256 && c.train.steps == 30000));
+  CHECK((lra(c).model.window == 0 && lra(c).model.rank == 256 && c.train.steps == 30000));
   c = load("text_linformer");
-  CHECK((c.model.attention == "linformer" && c.model.linformer_k == 256 && c.data.seq_len == 4096));
-  CHECK(load("text_full").model.attention == "full");
+  CHECK((lra(c).model.attention == AttentionKind::Linformer && lra(c).model.linformer_k == 256 && lra(c).data.seq_len == 4096));
+  CHECK(lra(load("text_full")).model.attention == AttentionKind::Full);
 }
 
 TEST_CASE("config errors name the dotted key", "[configs]") {
@@ -122,20 +125,20 @@ TEST_CASE("config overrides (--set): JSON values, plain strings, and only known 
       kTiny, {"train.steps=30", "model.attention=full", "optimizer.betas=[0.8, 0.99]", "model.dropout=0.1",
               "data.path=\"quoted\"", "description=a run with spaces = fine", "data.generate.enabled=true"});
   CHECK(c.train.steps == 30);
-  CHECK(c.model.attention == "full");
+  CHECK(train::lra_sections(c).model.attention == lra::AttentionKind::Full);
   CHECK(c.optimizer.betas[0] == 0.8);
   CHECK(c.optimizer.betas[1] == 0.99);
-  CHECK(c.model.dropout == 0.1);
-  CHECK(c.data.path == "quoted");
+  CHECK(train::lra_sections(c).model.dropout == 0.1);
+  CHECK(train::lra_sections(c).data.path == "quoted");
   CHECK(c.description == "a run with spaces = fine");
   // A string key takes digits as text; a number key refuses text, naming the key.
-  CHECK(train::parse_config(kTiny, {"data.path=123"}).data.path == "123");
+  CHECK(train::lra_sections(train::parse_config(kTiny, {"data.path=123"})).data.path == "123");
   CHECK_THROWS_WITH(train::parse_config(kTiny, {"train.steps=many"}), Contains("'train.steps' must be an integer"));
   CHECK_THROWS_WITH(train::parse_config(kTiny, {"train.stepz=3"}), Contains("--set: unknown key 'train.stepz'"));
   CHECK_THROWS_WITH(train::parse_config(kTiny, {"model..dim=3"}), Contains("--set: unknown key 'model..dim'"));
   CHECK_THROWS_WITH(train::parse_config(kTiny, {"train.steps"}), Contains("--set expects key=value"));
   // An override may set a whole section, checked like the file.
-  CHECK(train::parse_config(kTiny, {R"(schedule={"name": "constant"})"}).schedule.name == "constant");
+  CHECK(train::parse_config(kTiny, {R"(schedule={"name": "constant"})"}).schedule.name == train::ScheduleKind::Constant);
   CHECK_THROWS_WITH(train::parse_config(kTiny, {R"(schedule={"nme": "constant"})"}), Contains("unknown key 'schedule.nme'"));
 }
 
@@ -155,12 +158,10 @@ TEST_CASE("missing data paths are errors naming the key and the path", "[configs
   c = train::parse_config(base, {"data.files.test=" + (dir / "other.tsv").string()});
   CHECK_THROWS_WITH(train::validate_data_paths(c), Contains("'data.files.test'") && Contains("other.tsv"));
   // The layouts of the other tasks.
-  train::DataConfig d;
+  train::LraDataConfig d;
   d.path = "lra";
-  d.task = "retrieval";
-  CHECK(train::data_files(d).dev == (fs::path("lra") / "new_aan_pairs.eval.tsv").string());
-  d.task = "text";
-  CHECK(train::data_files(d).train == (fs::path("lra") / "train").string());
-  CHECK(train::data_files(d).test == (fs::path("lra") / "test").string());
+  CHECK(train::data_files("retrieval", d).dev == (fs::path("lra") / "new_aan_pairs.eval.tsv").string());
+  CHECK(train::data_files("text", d).train == (fs::path("lra") / "train").string());
+  CHECK(train::data_files("text", d).test == (fs::path("lra") / "test").string());
   fs::remove_all(dir);
 }

@@ -38,10 +38,15 @@ std::vector<std::vector<int64_t>> random_rows(const std::vector<int64_t>& length
   return rows;
 }
 
+lra::AttentionKind attention_kind(const std::string& name) {
+  return parse_enum<lra::AttentionKind>(name, lra::kAttentionKindNames, "attention");
+}
+lra::Pooling pooling_kind(const std::string& name) { return parse_enum<lra::Pooling>(name, lra::kPoolingNames, "pooling"); }
+
 lra::LraModelOptions tiny(const std::string& attention, const std::string& pooling) {
   return {.vocab_size = 12, .max_seq_len = 16, .dim = 8, .heads = 2, .layers = 2, .ffn_dim = 16,
-          .num_classes = 3, .attention = attention, .window = 2, .rank = 2, .linformer_k = 4,
-          .pooling = pooling, .head_hidden = 8};
+          .num_classes = 3, .attention = attention_kind(attention), .window = 2, .rank = 2, .linformer_k = 4,
+          .pooling = pooling_kind(pooling), .head_hidden = 8};
 }
 
 // Parameters drawn away from the initialisation, so that every path (CLS, LayerNorm affine,
@@ -71,10 +76,10 @@ lra::LraModelOptions options_from(const nlohmann::json& c) {
   o.layers = c.at("layers");
   o.ffn_dim = c.at("ffn_dim");
   o.num_classes = c.at("num_classes");
-  o.attention = c.at("attention");
+  o.attention = attention_kind(c.at("attention"));
   o.window = c.at("window");
   o.rank = c.at("rank");
-  o.pooling = c.at("pooling");
+  o.pooling = pooling_kind(c.at("pooling"));
   o.dual = c.at("dual");
   o.head_hidden = c.at("head_hidden");
   return o;
@@ -267,8 +272,8 @@ TEST_CASE("LraClassifier passes f64 gradcheck of the loss w.r.t. its parameters"
                                             {"long_short", "mean", true}, {"full", "cls", true}}) {
     INFO(v.attention << " pooling " << v.pooling << " fused " << v.fused);
     lra::LraModelOptions o = {.vocab_size = 6, .max_seq_len = 4, .dim = 4, .heads = 2, .layers = 2, .ffn_dim = 8,
-                              .num_classes = 3, .attention = v.attention, .window = 2, .rank = 2,
-                              .pooling = v.pooling, .head_hidden = 4, .fused = v.fused};
+                              .num_classes = 3, .attention = attention_kind(v.attention), .window = 2, .rank = 2,
+                              .pooling = pooling_kind(v.pooling), .head_hidden = 4, .fused = v.fused};
     lra::LraClassifier model(o);
     model.to(kF64);
     randomise(model, 11);
@@ -360,15 +365,17 @@ TEST_CASE("LraClassifier rejects bad options and inputs with errors naming them"
   };
   CHECK_THROWS_WITH(lra::LraClassifier(with([](auto& o) { o.heads = 3; })),
                     Contains("dim = 8") && Contains("heads = 3"));
-  CHECK_THROWS_WITH(lra::LraClassifier(with([](auto& o) { o.attention = "sparse"; })),
-                    Contains("attention") && Contains("sparse"));
-  CHECK_THROWS_WITH(lra::LraClassifier(with([](auto& o) { o.pooling = "max"; })),
-                    Contains("pooling") && Contains("max"));
+  // Option names are parsed once (engine/enum_names.h); an enum outside its range is refused too.
+  CHECK_THROWS_WITH(attention_kind("sparse"), Contains("attention must be one of long_short, full, linformer") && Contains("sparse"));
+  CHECK_THROWS_WITH(pooling_kind("max"), Contains("pooling must be one of cls, mean") && Contains("max"));
+  CHECK_THROWS_WITH(lra::LraClassifier(with([](auto& o) { o.attention = lra::AttentionKind(7); })),
+                    Contains("attention") && Contains("7"));
+  CHECK_THROWS_WITH(lra::LraClassifier(with([](auto& o) { o.pooling = lra::Pooling(5); })), Contains("pooling") && Contains("5"));
   CHECK_THROWS_WITH(lra::LraClassifier(with([](auto& o) { o.window = -1; })), Contains("window"));
   CHECK_THROWS_WITH(lra::LraClassifier(with([](auto& o) { o.window = 0; o.rank = 0; })),
                     Contains("window = 0 and rank = 0") && Contains("layers = 2"));
   CHECK_NOTHROW(lra::LraClassifier(with([](auto& o) { o.window = 0; o.rank = 0; o.layers = 1; })));
-  CHECK_THROWS_WITH(lra::LraClassifier(with([](auto& o) { o.attention = "linformer"; })),
+  CHECK_THROWS_WITH(lra::LraClassifier(with([](auto& o) { o.attention = lra::AttentionKind::Linformer; })),
                     Contains("linformer") && Contains("mean"));
   CHECK_THROWS_WITH(lra::LraClassifier(with([](auto& o) { o.dropout = 1.0; })), Contains("dropout"));
   CHECK_THROWS_WITH(lra::LraClassifier(with([](auto& o) { o.layers = 0; })), Contains("layers"));

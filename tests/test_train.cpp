@@ -8,9 +8,9 @@
 #include <sstream>
 
 #include "helpers.h"
-#include "models/train/config.h"
-#include "models/train/lra_task.h"
-#include "models/train/trainer.h"
+#include "lsformer/models/train/config.h"
+#include "lsformer/models/train/lra_task.h"
+#include "lsformer/models/train/trainer.h"
 
 namespace fs = std::filesystem;
 using namespace lsf;
@@ -87,9 +87,9 @@ TEST_CASE("a 50-step run lowers the loss and writes the run directory", "[train]
   CHECK(train_loss.back() < train_loss.front() - 0.1);
   CHECK(dev_evals == 3);  // steps 20, 40 and the last
   CHECK(finals == 2);     // best checkpoint on dev and test
-  CHECK(s.dev.examples == 48);
-  CHECK(s.test.examples == 40);
-  CHECK(s.test.majority_accuracy > 0);
+  CHECK(s.dev.metric("examples") == 48);
+  CHECK(s.test.metric("examples") == 40);
+  CHECK(s.test.metric("majority_accuracy") > 0);
   CHECK_THAT(log.str(), Contains("test accuracy") && Contains("eval --checkpoint") && Contains("best.safetensors"));
   // The stored config is the resolved one: it rebuilds the run.
   CHECK(train::to_json(train::checkpoint_config((dir / "best.safetensors").string())) == train::to_json(train::parse_config(kTiny)));
@@ -102,9 +102,9 @@ TEST_CASE("evaluating the best checkpoint reproduces the accuracy printed at the
   train::TrainSummary s = run(train::parse_config(kTiny, {"train.steps=30"}), dir, log);
   for (const train::EvalResult* printed : {&s.dev, &s.test}) {
     train::EvalResult again = train::evaluate_checkpoint(s.best_checkpoint, printed->split);
-    CHECK(again.correct == printed->correct);
-    CHECK(again.examples == printed->examples);
-    CHECK(again.accuracy == printed->accuracy);  // exactly: the same computation
+    CHECK(again.metric("correct") == printed->metric("correct"));
+    CHECK(again.metric("examples") == printed->metric("examples"));
+    CHECK(again.metric("accuracy") == printed->metric("accuracy"));  // exactly: the same computation
     CHECK(again.loss == printed->loss);
     CHECK(again.step == s.best_step);
   }
@@ -140,7 +140,7 @@ TEST_CASE("a resumed run ends bit-identical to an uninterrupted one", "[train]")
   }
   CHECK(optimizer_tensors > 0);
   CHECK(fa.metadata.at("lsformer.rng.offset") == fb.metadata.at("lsformer.rng.offset"));
-  CHECK(resumed.test.correct == run(config, fresh_dir("resume_c"), log).test.correct);
+  CHECK(resumed.test.metric("correct") == run(config, fresh_dir("resume_c"), log).test.metric("correct"));
   // metrics.jsonl: the resumed run continues the interrupted one's lines, no step twice.
   std::vector<int64_t> train_steps;
   for (const auto& m : read_metrics(b / "metrics.jsonl"))

@@ -1,14 +1,16 @@
-// lsf eval: the accuracy of a training checkpoint on a split, with the data and model rebuilt
-// from the config stored in the checkpoint — the same computation as the end of `lsf train`.
+// lsf eval: the task's metrics (accuracy, bits per character, ...) of a training checkpoint on a
+// split, with the data and model rebuilt from the config stored in the checkpoint — the same
+// computation as the end of `lsf train`. --set changes evaluation settings of that config.
 //
-//   lsf eval --checkpoint runs/quickstart/best.safetensors [--split dev|test] [--threads N]
+//   lsf eval --checkpoint runs/quickstart/best.safetensors [--split dev|test] [--set KEY=VALUE]...
+//            [--threads N]
 #include <iomanip>
 #include <iostream>
 
 #include <lsformer/lsformer.h>
 
 #include "cli.h"
-#include "models/train/trainer.h"
+#include "lsformer/models/train/trainer.h"
 
 namespace lsf::cli {
 namespace {
@@ -17,6 +19,7 @@ const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = {
       {"--checkpoint", "PATH", "a checkpoint written by lsf train (best.safetensors, last.safetensors)"},
       {"--split", "SPLIT", "dev or test (default test)"},
+      {"--set", "KEY=VALUE", "override a key of the stored config for this evaluation (repeatable)", true},
       {"--threads", "N", "CPU threads (default: the run's train.threads)"},
   };
   return table;
@@ -25,7 +28,7 @@ const std::vector<Flag>& flags() {
 }  // namespace
 
 void eval_usage(std::ostream& os) {
-  os << "usage: lsf eval --checkpoint PATH [--split dev|test] [--threads N]\n\n";
+  os << "usage: lsf eval --checkpoint PATH [--split dev|test] [--set KEY=VALUE]... [--threads N]\n\n";
   print_flags(os, flags());
 }
 
@@ -37,9 +40,10 @@ int run_eval(const std::vector<std::string>& args) {
   if (split != "dev" && split != "test" && split != "train") throw UsageError("--split expects dev or test, got '" + split + "'");
   int threads = parsed.count("--threads") ? int(parse_int("--threads", flag_value(parsed, "--threads"), 1, 4096)) : 0;
 
-  train::EvalResult r = train::evaluate_checkpoint(path, split, threads);
-  std::cout << std::fixed << std::setprecision(2) << split << " accuracy  " << 100.0 * r.accuracy << "% (" << r.correct << "/"
-            << r.examples << "; majority class " << 100.0 * r.majority_accuracy << "%)  loss " << std::setprecision(4) << r.loss
+  std::vector<std::string> overrides = parsed.count("--set") ? parsed.at("--set") : std::vector<std::string>{};
+
+  train::EvalResult r = train::evaluate_checkpoint(path, split, threads, overrides);
+  std::cout << split << " " << train::describe_result(path, r) << "  loss " << std::fixed << std::setprecision(4) << r.loss
             << "  checkpoint step " << r.step << "\n";
   return 0;
 }

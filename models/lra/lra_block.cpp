@@ -1,13 +1,13 @@
 // The LRA embeddings, pre-LN block and classifier head (see lra_block.h; docs/transformer-ls.md §2.4).
-#include "models/lra/lra_block.h"
+#include "lsformer/models/lra/lra_block.h"
 
-#include "engine/error.h"
-#include "models/nn/activation.h"
-#include "models/nn/init.h"
-#include "models/nn/linear.h"
-#include "ops/binary.h"
-#include "ops/factory.h"
-#include "ops/shape.h"
+#include "lsformer/engine/error.h"
+#include "lsformer/models/nn/activation.h"
+#include "lsformer/models/nn/init.h"
+#include "lsformer/models/nn/linear.h"
+#include "lsformer/ops/binary.h"
+#include "lsformer/ops/factory.h"
+#include "lsformer/ops/shape.h"
 
 namespace lsf::lra {
 

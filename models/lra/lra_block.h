@@ -20,12 +20,12 @@
 #include <memory>
 #include <string>
 
-#include "engine/random.h"
-#include "models/attention/attention.h"
-#include "models/nn/dropout.h"
-#include "models/nn/embedding.h"
-#include "models/nn/layer_norm.h"
-#include "models/nn/sequential.h"
+#include "lsformer/engine/random.h"
+#include "lsformer/models/attention/attention.h"
+#include "lsformer/models/nn/dropout.h"
+#include "lsformer/models/nn/embedding.h"
+#include "lsformer/models/nn/layer_norm.h"
+#include "lsformer/models/nn/sequential.h"
 
 namespace lsf::lra {
 

@@ -1,32 +1,32 @@
 // The LRA classifier: option validation, the encoder (embeddings, blocks with the last-layer CLS,
 // final LayerNorm, pooling) and the single / dual heads. See lra_model.h for the model, the
 // parameter names and the deviations from the official code.
-#include "models/lra/lra_model.h"
+#include "lsformer/models/lra/lra_model.h"
 
 #include <sstream>
 #include <string>
 
-#include "engine/error.h"
-#include "models/attention/full_attention.h"
-#include "models/attention/linformer.h"
-#include "models/attention/long_short.h"
-#include "ops/binary.h"
-#include "ops/factory.h"
-#include "ops/reduce.h"
-#include "ops/shape.h"
-#include "ops/unary.h"
+#include "lsformer/engine/error.h"
+#include "lsformer/models/attention/full_attention.h"
+#include "lsformer/models/attention/linformer.h"
+#include "lsformer/models/attention/long_short.h"
+#include "lsformer/ops/binary.h"
+#include "lsformer/ops/factory.h"
+#include "lsformer/ops/reduce.h"
+#include "lsformer/ops/shape.h"
+#include "lsformer/ops/unary.h"
 
 namespace lsf::lra {
 namespace {
 
 constexpr const char* kName = "LraClassifier";
 
-bool is_long_short(const LraModelOptions& o) { return o.attention == "long_short"; }
+bool is_long_short(const LraModelOptions& o) { return o.attention == AttentionKind::LongShort; }
 
 // One block's attention module; Linformer layers after the first (`first`) share its E (as the
 // LRA code's class-level projection matrix).
 std::shared_ptr<nn::Attention> make_attention(const LraModelOptions& o, const nn::Attention* first) {
-  if (o.attention == "long_short") {
+  if (o.attention == AttentionKind::LongShort) {
     nn::LongShortOptions a;
     a.dim = o.dim;
     a.heads = o.heads;
@@ -37,7 +37,7 @@ std::shared_ptr<nn::Attention> make_attention(const LraModelOptions& o, const nn
     a.generator = o.generator;
     return std::make_shared<nn::LongShortAttention>(a);
   }
-  if (o.attention == "full") {
+  if (o.attention == AttentionKind::Full) {
     nn::FullAttentionOptions a;
     a.dim = o.dim;
     a.heads = o.heads;
@@ -78,7 +78,7 @@ void check_inputs(const LraModelOptions& o, const Tensor& tokens, const Tensor& 
     LSF_CHECK(n % o.window == 0) << kName << ": the sequence length n = " << n << " of " << tok
                                  << " is not a multiple of window = " << o.window << " (pad to a multiple of the window)";
   }
-  if (o.attention == "linformer") {
+  if (o.attention == AttentionKind::Linformer) {
     LSF_CHECK(n == o.max_seq_len) << kName << ": attention \"linformer\" needs n = max_seq_len = " << o.max_seq_len
                                   << " (its projection has one column per position), got n = " << n << " for " << tok;
   }
@@ -105,34 +105,34 @@ void validate(const LraModelOptions& o) {
   LSF_CHECK(o.dropout >= 0.0 && o.dropout < 1.0) << kName << ": dropout must be in [0, 1), got " << o.dropout;
   LSF_CHECK(o.attention_dropout >= 0.0 && o.attention_dropout < 1.0)
       << kName << ": attention_dropout must be in [0, 1), got " << o.attention_dropout;
-  LSF_CHECK(o.attention == "long_short" || o.attention == "full" || o.attention == "linformer")
-      << kName << ": unknown attention \"" << o.attention << "\" (expected \"long_short\", \"full\" or \"linformer\")";
-  LSF_CHECK(o.pooling == "cls" || o.pooling == "mean")
-      << kName << ": unknown pooling \"" << o.pooling << "\" (expected \"cls\" or \"mean\")";
-  if (o.attention == "long_short") {
+  LSF_CHECK(int(o.attention) >= 0 && int(o.attention) <= int(AttentionKind::Linformer))
+      << kName << ": attention holds no AttentionKind (" << int(o.attention) << ")";
+  LSF_CHECK(o.pooling == Pooling::Cls || o.pooling == Pooling::Mean)
+      << kName << ": pooling holds no Pooling (" << int(o.pooling) << ")";
+  if (o.attention == AttentionKind::LongShort) {
     LSF_CHECK(o.window >= 0) << kName << ": window must be ≥ 0 (0: no window branch), got " << o.window;
     LSF_CHECK(o.rank >= 0) << kName << ": rank must be ≥ 0 (0: no dynamic projection), got " << o.rank;
-    LSF_CHECK(o.window > 0 || o.rank > 0 || (o.layers == 1 && o.pooling == "cls"))
+    LSF_CHECK(o.window > 0 || o.rank > 0 || (o.layers == 1 && o.pooling == Pooling::Cls))
         << kName << ": window = 0 and rank = 0 leave a layer without a CLS with no key slots; only the last layer "
         << "has a CLS, so this needs layers = 1 and pooling \"cls\" (got layers = " << o.layers << ", pooling \""
-        << o.pooling << "\")";
+        << to_string(o.pooling) << "\")";
   }
-  if (o.attention == "linformer") {
+  if (o.attention == AttentionKind::Linformer) {
     LSF_CHECK(o.linformer_k >= 1) << kName << ": linformer_k must be ≥ 1, got " << o.linformer_k;
-    LSF_CHECK(o.pooling == "mean") << kName << ": pooling \"cls\" needs a CLS slot in the last layer, which "
+    LSF_CHECK(o.pooling == Pooling::Mean) << kName << ": pooling \"cls\" needs a CLS slot in the last layer, which "
                                    << "attention \"linformer\" (fixed length max_seq_len) cannot add; use pooling \"mean\"";
   }
 }
 
 int64_t pad_multiple(const LraModelOptions& o) { return is_long_short(o) && o.window > 0 ? o.window : 1; }
 
-bool fixed_length(const LraModelOptions& o) { return o.attention == "linformer"; }
+bool fixed_length(const LraModelOptions& o) { return o.attention == AttentionKind::Linformer; }
 
 LraEncoder::LraEncoder(const LraModelOptions& options) : Module("Model"), options_(options) {
   validate(options_);
   const LraModelOptions& o = options_;
   // Registration order = the official state_dict order: the Model's own parameter first.
-  if (o.pooling == "cls") cls_embed = register_parameter("cls_embed", zeros({1, 1, o.dim}));
+  if (o.pooling == Pooling::Cls) cls_embed = register_parameter("cls_embed", zeros({1, 1, o.dim}));
   embeddings = register_module(
       "embeddings", std::make_shared<LraEmbeddings>(o.vocab_size, o.max_seq_len, o.dim, o.dropout, o.generator));
   const nn::Attention* first = nullptr;
@@ -150,7 +150,7 @@ Tensor LraEncoder::forward(const Tensor& tokens, const Tensor& mask) { return fo
 
 Tensor LraEncoder::forward(const Tensor& tokens, const Tensor& mask, std::vector<Tensor>* hidden) {
   check_inputs(options_, tokens, mask, "tokens", "mask");
-  const bool cls = options_.pooling == "cls";
+  const bool cls = options_.pooling == Pooling::Cls;
   const int64_t B = tokens.size(0);
   Tensor x = embeddings->forward(tokens);  // [B, n, d]
   for (size_t i = 0; i < blocks.size(); ++i) {
@@ -196,10 +196,10 @@ Tensor LraClassifier::forward(const Tensor& tokens, const Tensor& mask, const Te
 std::string LraClassifier::extra_repr() const {
   const LraModelOptions& o = options_;
   std::ostringstream os;
-  os << "attention=" << o.attention;
-  if (o.attention == "long_short") os << ", window=" << o.window << ", rank=" << o.rank;
-  if (o.attention == "linformer") os << ", k=" << o.linformer_k;
-  os << ", pooling=" << o.pooling << ", dual=" << (o.dual ? "true" : "false") << ", layers=" << o.layers
+  os << "attention=" << to_string(o.attention);
+  if (o.attention == AttentionKind::LongShort) os << ", window=" << o.window << ", rank=" << o.rank;
+  if (o.attention == AttentionKind::Linformer) os << ", k=" << o.linformer_k;
+  os << ", pooling=" << to_string(o.pooling) << ", dual=" << (o.dual ? "true" : "false") << ", layers=" << o.layers
      << ", dim=" << o.dim << ", heads=" << o.heads;
   return os.str();
 }

@@ -61,27 +61,35 @@
 #pragma once
 
 #include <memory>
-#include <string>
 
-#include "engine/random.h"
-#include "models/lra/lra_block.h"
-#include "models/nn/layer_norm.h"
+#include "lsformer/engine/enum_names.h"
+#include "lsformer/engine/random.h"
+#include "lsformer/models/lra/lra_block.h"
+#include "lsformer/models/nn/layer_norm.h"
 
 namespace lsf::lra {
+
+// The attention of every block, and how the encoder reads out one vector per example.
+enum class AttentionKind { LongShort, Full, Linformer };
+inline constexpr const char* kAttentionKindNames[] = {"long_short", "full", "linformer"};
+enum class Pooling { Cls, Mean };
+inline constexpr const char* kPoolingNames[] = {"cls", "mean"};
+inline const char* to_string(AttentionKind kind) { return enum_name(kind, kAttentionKindNames); }
+inline const char* to_string(Pooling pooling) { return enum_name(pooling, kPoolingNames); }
 
 struct LraModelOptions {
   int64_t vocab_size = 512;          // token table rows (the official default 512; must be ≥ data vocab)
   int64_t max_seq_len = 2048;        // position table rows (n ≤ max_seq_len)
   int64_t dim = 64, heads = 2, layers = 2, ffn_dim = 128;
   int64_t num_classes = 10;
-  std::string attention = "long_short";  // "long_short" | "full" | "linformer"
+  AttentionKind attention = AttentionKind::LongShort;
   int64_t window = 8, rank = 32;         // long_short: w = 0 projection only, r = 0 window only
   int64_t linformer_k = 256;             // linformer: projected length (needs fixed n = max_seq_len)
   double dropout = 0.0, attention_dropout = 0.0;
-  std::string pooling = "cls";           // "cls" (CLS injected in the last layer, §2.4) | "mean"
+  Pooling pooling = Pooling::Cls;        // Cls: CLS injected in the last layer (§2.4); Mean
   bool dual = false;                     // Retrieval: two documents, head on [u, v, u⊙v, u−v]
   int64_t head_hidden = 128;
-  bool fused = true;                     // long_short: fused CPU op (false: composed ops)
+  bool fused = true;                     // long_short: the fused op (false: composed ops)
   Generator* generator = nullptr;        // dropout masks (null: the default generator); parameters are
                                          // always initialised from the default generator
 };

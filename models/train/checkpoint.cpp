@@ -1,13 +1,14 @@
-#include "models/train/checkpoint.h"
+#include "lsformer/models/train/checkpoint.h"
 
 #include <charconv>
 
-#include "engine/info.h"
+#include "lsformer/engine/info.h"
 
 namespace lsf {
 namespace {
 
 constexpr const char* kOptimizerPrefix = "optimizer.";
+constexpr const char* kTaskPrefix = "task.";
 
 uint64_t parse_u64(const Metadata& meta, const std::string& key, const std::string& path) {
   auto it = meta.find(key);
@@ -28,9 +29,9 @@ void save_checkpoint(const std::string& path, const nn::Module& model, const opt
   LSF_CHECK(info.step >= 0) << "save_checkpoint: negative step " << info.step;
   NamedTensors tensors = model.state_dict();
   for (const auto& [name, t] : tensors)
-    LSF_CHECK(name.rfind(kOptimizerPrefix, 0) != 0)
-        << "save_checkpoint: model tensor '" << name << "' collides with the '" << kOptimizerPrefix
-        << "' prefix reserved for optimizer state";
+    for (const char* reserved : {kOptimizerPrefix, kTaskPrefix})
+      LSF_CHECK(name.rfind(reserved, 0) != 0) << "save_checkpoint: model tensor '" << name << "' collides with the '"
+                                              << reserved << "' prefix reserved for optimizer and task state";
   GeneratorState rng = default_generator().state();
   Metadata meta = {{"format", "pt"},
                    {"lsformer.version", version()},
@@ -42,6 +43,7 @@ void save_checkpoint(const std::string& path, const nn::Module& model, const opt
     for (const auto& [name, t] : optimizer->state_tensors()) tensors.emplace_back(kOptimizerPrefix + name, t);
     meta["lsformer.optimizer"] = optimizer->state_json();
   }
+  for (const auto& [name, t] : info.task_state) tensors.emplace_back(kTaskPrefix + name, t);
   for (const auto& [k, v] : info.extra) meta["extra." + k] = v;
   save_safetensors(path, tensors, meta);
 }
@@ -61,6 +63,8 @@ CheckpointInfo load_checkpoint(const std::string& path, nn::Module& model, optim
   for (auto& [name, t] : file.tensors) {
     if (name.rfind(kOptimizerPrefix, 0) == 0) {
       optimizer_state.emplace(name.substr(std::char_traits<char>::length(kOptimizerPrefix)), t);
+    } else if (name.rfind(kTaskPrefix, 0) == 0) {
+      info.task_state.emplace_back(name.substr(std::char_traits<char>::length(kTaskPrefix)), t);
     } else {
       weights.emplace(name, t);
     }

@@ -3,7 +3,8 @@
 //
 //   tensors        the model's state_dict under its PyTorch names (so torch can load the
 //                  weights: drop the "optimizer." keys and call load_state_dict), and the
-//                  optimizer's state buffers under "optimizer.<param name>.<buffer>"
+//                  optimizer's state buffers under "optimizer.<param name>.<buffer>", and the
+//                  task's own state (the char-LM's memory) under "task.<name>"
 //   __metadata__   "format": "pt", "lsformer.version", "lsformer.step", the default
 //                  generator's "lsformer.rng.seed" / "lsformer.rng.offset", "lsformer.config"
 //                  (the run's resolved config as JSON text), "lsformer.optimizer" (the
@@ -16,10 +17,10 @@
 
 #include <string>
 
-#include "engine/random.h"
-#include "engine/safetensors.h"
-#include "models/nn/module.h"
-#include "models/optim/optimizer.h"
+#include "lsformer/engine/random.h"
+#include "lsformer/engine/safetensors.h"
+#include "lsformer/models/nn/module.h"
+#include "lsformer/models/optim/optimizer.h"
 
 namespace lsf {
 
@@ -28,16 +29,17 @@ struct CheckpointInfo {
   GeneratorState rng;      // the default generator when saved (restored on load)
   std::string config;      // the run's resolved config, JSON text (may be empty)
   Metadata extra;          // further string entries, e.g. {"best_accuracy", "0.71"}
+  NamedTensors task_state; // tensors a training task carries between steps (Task::state())
 };
 
-// Saves the model, the optimizer (if any) and `info`; info.rng is ignored and the default
-// generator's current state is stored instead.
+// Saves the model, the optimizer (if any) and `info` (with its task_state); info.rng is ignored
+// and the default generator's current state is stored instead.
 void save_checkpoint(const std::string& path, const nn::Module& model, const optim::Optimizer* optimizer,
                      const CheckpointInfo& info);
 
 // Loads into `model` (strictly: every name and shape must match) and `optimizer` (if given; the
 // file must then hold optimizer state) and, when restore_rng, resets the default generator to
-// the saved state. Returns what the file recorded.
+// the saved state. Returns what the file recorded, the task state included.
 CheckpointInfo load_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer* optimizer,
                                bool restore_rng = true);
 

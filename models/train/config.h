@@ -1,76 +1,87 @@
 // The run config of `lsf train`: one JSON document with the sections "data", "model",
 // "optimizer", "schedule" and "train" (and an optional top-level "description" string).
-// configs/README.md documents every key; the defaults below are the schema.
+// configs/README.md documents every key.
 //
 //   RunConfig c = load_config("configs/quickstart.json", {"train.steps=200", "model.attention=full"});
-//   validate_data_paths(c);          // the files the task reads exist (not needed for generated data)
 //   write_text_file(dir + "/config.json", to_json(c));
+//
+// data.task picks the model family (models/train/task.h): the family defines the rest of the
+// "data" section and the whole "model" section (their keys and defaults); "optimizer",
+// "schedule" and "train" are common to every family and defined here.
 //
 // Validation is strict and names the dotted key: a key the schema does not have, a value of the
 // wrong JSON type ("train.steps must be an integer, got string \"ten\""), an out-of-range value
-// ("train.batch_size must be ≥ 1, got 0"), an unknown enum value. A config is "fully
-// resolved" once parsed: to_json() writes every key with its value, defaults included, so the
-// run directory's config.json and the copy inside each checkpoint rebuild the run exactly.
+// ("train.batch_size must be ≥ 1, got 0"), an option string that is not one of the enum's
+// names. Option strings are parsed once, here, into enums: nothing downstream compares strings.
+// A config is "fully resolved" once parsed: to_json() writes every key with its value, defaults
+// included, so the run directory's config.json and the copy inside each checkpoint rebuild the
+// run exactly.
 //
-// --set overrides ("a.b=value"): the key must exist in the schema; the value is parsed as JSON
-// when it parses (numbers, true/false, arrays, "quoted strings") and taken as a plain string
-// otherwise (so model.attention=full works without quotes); a string-typed key always takes
-// the text as written, unquoting a JSON string.
-//
-// The config is independent of the model and data headers: lra_task.h converts it.
+// --set overrides ("a.b=value"): the key must exist in the schema of the task in effect (a
+// --set data.task=... switches the schema); the value is parsed as JSON when it parses
+// (numbers, true/false, arrays, "quoted strings") and taken as a plain string otherwise (so
+// model.attention=full works without quotes); a string-typed key always takes the text as
+// written, unquoting a JSON string.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
+#include <typeinfo>
 #include <vector>
 
-#include "models/lra/lra_model.h"
+#include "lsformer/engine/enum_names.h"
+#include "lsformer/engine/error.h"
+#include "lsformer/models/optim/schedule.h"
 
 namespace lsf::train {
 
-// "data.generate": ListOps made in memory by the LRA generator (data/listops.h) instead of
-// read from files; the split sizes are train/dev/test, lengths strictly inside (min, max).
-struct GenerateConfig {
-  bool enabled = false;
-  int64_t train = 96000, dev = 2000, test = 2000;
-  int64_t min_length = 500, max_length = 2000;  // strict bounds on the token count
-  int64_t max_depth = 10, max_args = 10;
+// ---- describing a config section field by field ----
+
+// Visits every field of a config section with its dotted key ("model.window"). The config
+// layer implements it (JSON in both directions, type checks); a family describes its sections
+// by calling field() once per member, in the order config.json shows them.
+class FieldVisitor {
+ public:
+  virtual ~FieldVisitor() = default;
+  virtual void field(const char* key, std::string& value) = 0;
+  virtual void field(const char* key, bool& value) = 0;
+  virtual void field(const char* key, int64_t& value) = 0;
+  virtual void field(const char* key, uint64_t& value) = 0;  // a non-negative integer (seeds)
+  virtual void field(const char* key, double& value) = 0;
+  virtual void field(const char* key, std::array<double, 2>& value) = 0;
+  virtual void field(const char* key, std::vector<std::string>& value) = 0;
+  // An enum written as one of `names`, names[i] naming the enumerator of value i
+  // (engine/enum_names.h).
+  template <typename E>
+  void field(const char* key, E& value, std::span<const char* const> names) {
+    int64_t index = int64_t(value);
+    enum_field(key, index, names);
+    value = E(index);
+  }
+
+ protected:
+  virtual void enum_field(const char* key, int64_t& index, std::span<const char* const> names) = 0;
 };
 
-// "data.files": explicit files that replace the task's release layout under data.path
-// (empty: derived from data.path, see data_files()).
-struct DataFiles {
-  std::string train, dev, test;
+// A family's "data" section (all keys but data.task) and its "model" section. Each family
+// derives its own (e.g. LraSections in models/train/lra_task.h) and describes it in visit().
+class TaskSections {
+ public:
+  virtual ~TaskSections() = default;
+  virtual std::unique_ptr<TaskSections> clone() const = 0;
+  virtual void visit(FieldVisitor& v) = 0;
 };
 
-struct DataConfig {
-  std::string task = "listops";  // listops | text | retrieval | image | pathfinder
-  // The task's directory in its release layout (docs/data-formats.md §1.4):
-  //   listops     .../listops-1000              basic_{train,val,test}.tsv
-  //   text        .../aclImdb                   {train,test}/{neg,pos}/*.txt (dev = test, as LRA)
-  //   retrieval   .../tsv_data                  new_aan_pairs.{train,eval,test}.tsv
-  //   image       .../cifar-10-batches-bin      data_batch_{1..5}.bin (45k train / 5k dev), test_batch.bin
-  //   pathfinder  .../pathfinder32/curv_contour_length_14   80/10/10 split by data.seed
-  std::string path;
-  DataFiles files;
-  GenerateConfig generate;
-  uint64_t seed = 0;          // ListOps generation; Pathfinder's split shuffle
-  int64_t max_length = 4000;  // text/retrieval: bytes kept per document
-  int64_t seq_len = 0;        // > 0: every batch padded/truncated to exactly this; 0: per batch
-  int64_t pad_multiple = 0;   // per-batch padding multiple; 0: the attention window (1 if none)
-};
+// ---- the sections every family shares ----
 
-// The LRA model (models/lra/lra_model.h LraModelOptions; dual is set by the task).
-// The model section is the model's own options (lra::LraModelOptions), with two differences:
-// num_classes defaults to 0, meaning "the data's", and `dual` and `generator` are not config
-// keys (the task sets dual; dropout uses the default generator).
-struct ModelConfig : lra::LraModelOptions {
-  ModelConfig() { num_classes = 0; }
-};
+enum class OptimizerKind { AdamW, Adam };
+inline constexpr const char* kOptimizerNames[] = {"adamw", "adam"};
 
 struct OptimizerConfig {
-  std::string name = "adamw";  // adamw | adam
+  OptimizerKind name = OptimizerKind::AdamW;
   double lr = 1e-4;            // peak learning rate (the schedule scales it)
   std::array<double, 2> betas{0.9, 0.999};
   double eps = 1e-6;
@@ -78,12 +89,16 @@ struct OptimizerConfig {
   double grad_clip = 0.0;      // max global gradient norm; 0: no clipping (the LRA code)
 };
 
+enum class ScheduleKind { OneCycle, WarmupCosine, WarmupConstant, Linear, Constant };
+inline constexpr const char* kScheduleNames[] = {"onecycle", "warmup_cosine", "warmup_constant", "linear", "constant"};
+inline constexpr const char* kAnnealNames[] = {"cos", "linear"};  // optim::Anneal's enumerators
+
 struct ScheduleConfig {
   // onecycle (PyTorch OneCycleLR, pct_start = warmup_steps/train.steps: the LRA code's) |
   // warmup_cosine | warmup_constant | linear (warmup, then linear decay to min_lr) | constant
-  std::string name = "onecycle";
+  ScheduleKind name = ScheduleKind::OneCycle;
   int64_t warmup_steps = 1000;
-  std::string anneal = "linear";   // onecycle: linear | cos
+  optim::Anneal anneal = optim::Anneal::Linear;  // onecycle: linear | cos
   bool cycle_momentum = true;      // onecycle: beta1 cycles max_momentum → base → max
   double base_momentum = 0.85, max_momentum = 0.95;
   double div_factor = 25.0, final_div_factor = 1e4;  // onecycle: start lr/div, end start/final_div
@@ -101,13 +116,44 @@ struct LoopConfig {
   int64_t threads = 0;            // CPU threads; 0: the default (OMP_NUM_THREADS or all cores)
 };
 
+// A copyable handle to a family's sections (deep copies on copy).
+class SectionsHandle {
+ public:
+  SectionsHandle() = default;
+  explicit SectionsHandle(std::unique_ptr<TaskSections> s) : p_(std::move(s)) {}
+  SectionsHandle(const SectionsHandle& o) : p_(o.p_ ? o.p_->clone() : nullptr) {}
+  SectionsHandle& operator=(const SectionsHandle& o) {
+    p_ = o.p_ ? o.p_->clone() : nullptr;
+    return *this;
+  }
+  SectionsHandle(SectionsHandle&&) = default;
+  SectionsHandle& operator=(SectionsHandle&&) = default;
+  TaskSections* get() const { return p_.get(); }
+
+ private:
+  std::unique_ptr<TaskSections> p_;
+};
+
 struct RunConfig {
   std::string description;
-  DataConfig data;
-  ModelConfig model;
+  std::string task = "listops";  // data.task: which family and task (task_names() lists them)
+  SectionsHandle sections;       // the family's data and model sections
   OptimizerConfig optimizer;
   ScheduleConfig schedule;
   LoopConfig train;
+
+  // The family's sections as their own type; an error naming both types when the config is of
+  // another family.
+  template <typename T>
+  const T& sections_as() const {
+    const T* s = dynamic_cast<const T*>(sections.get());
+    LSF_CHECK(s != nullptr) << "this run config (data.task \"" << task << "\") has no " << typeid(T).name() << " sections";
+    return *s;
+  }
+  template <typename T>
+  T& sections_as() {
+    return const_cast<T&>(static_cast<const RunConfig&>(*this).sections_as<T>());
+  }
 };
 
 // Parses JSON text (strictly, see above), applies the "a.b=value" overrides, validates.
@@ -119,17 +165,10 @@ RunConfig load_config(const std::string& path, const std::vector<std::string>& o
 
 // Every key with its value, as pretty-printed JSON (parse_config(to_json(c)) == c).
 std::string to_json(const RunConfig& config);
-// The schema's defaults as JSON (what an empty "{}" config resolves to).
-std::string default_config_json();
+// The schema's defaults for a task as JSON (what {"data": {"task": task}} resolves to).
+std::string default_config_json(const std::string& task = "listops");
 
-// The files (or directories) each split is read from, by task and data.files / data.path.
-// Empty for generated data. dev and test may be the same path (text: aclImdb/test).
-struct SplitPaths {
-  std::string train, dev, test;
-};
-SplitPaths data_files(const DataConfig& data);
-
-// Checks that every path of data_files() exists; the error names the key and the path.
+// Checks that every file the config reads exists; the error names the key and the path.
 void validate_data_paths(const RunConfig& config);
 
 }  // namespace lsf::train

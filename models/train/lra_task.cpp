@@ -1,21 +1,29 @@
-// The LRA tasks: datasets, model and batches from a RunConfig (see lra_task.h).
-#include "models/train/lra_task.h"
+// The LRA tasks: config sections, datasets, model and batches from a RunConfig, and the Task the
+// trainer runs (see lra_task.h).
+#include "lsformer/models/train/lra_task.h"
 
 #include <algorithm>
 #include <filesystem>
+#include <iomanip>
 #include <map>
+#include <sstream>
 
-#include "data/image.h"
-#include "data/listops.h"
-#include "data/pathfinder.h"
-#include "data/retrieval.h"
-#include "data/text.h"
-#include "engine/error.h"
+#include "lsformer/data/image.h"
+#include "lsformer/data/listops.h"
+#include "lsformer/data/pathfinder.h"
+#include "lsformer/data/retrieval.h"
+#include "lsformer/data/text.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/engine/error.h"
+#include "lsformer/ops/loss.h"
+#include "lsformer/ops/reduce.h"
 
 namespace lsf::train {
 namespace {
 
 namespace fs = std::filesystem;
+
+const std::vector<std::string> kLraTasks = {"listops", "text", "retrieval", "image", "pathfinder"};
 
 std::shared_ptr<const data::Dataset> share(data::Dataset d) { return std::make_shared<const data::Dataset>(std::move(d)); }
 
@@ -26,7 +34,7 @@ data::Dataset slice(const data::Dataset& d, size_t begin, size_t end) {
   return out;
 }
 
-data::ListOpsSplits generate(const DataConfig& d) {
+data::ListOpsSplits generate(const LraDataConfig& d) {
   data::ListOpsOptions o;
   o.max_depth = d.generate.max_depth;
   o.max_args = d.generate.max_args;
@@ -46,13 +54,13 @@ data::Dataset read_text(const std::string& path, int64_t max_length) {
   return data::read_text_tsv(path, max_length);
 }
 
-data::Dataset read_split(const DataConfig& d, const std::string& split) {
-  SplitPaths paths = data_files(d);
+data::Dataset read_split(const std::string& task, const LraDataConfig& d, const std::string& split) {
+  SplitPaths paths = data_files(task, d);
   const std::string& path = split == "train" ? paths.train : split == "dev" ? paths.dev : paths.test;
-  if (d.task == "listops") return data::read_listops_tsv(path);
-  if (d.task == "text") return read_text(path, d.max_length);
-  if (d.task == "retrieval") return data::read_retrieval_tsv(path, d.max_length);
-  if (d.task == "pathfinder") return data::read_pathfinder(path, split == "dev" ? "val" : split, d.seed);
+  if (task == "listops") return data::read_listops_tsv(path);
+  if (task == "text") return read_text(path, d.max_length);
+  if (task == "retrieval") return data::read_retrieval_tsv(path, d.max_length);
+  if (task == "pathfinder") return data::read_pathfinder(path, split == "dev" ? "val" : split, d.seed);
   // image: CIFAR-10's five training batches split 45,000 / 5,000 (LRA: train[:90%], train[90%:])
   if (split == "test") return data::read_cifar10_gray({path});
   std::vector<std::string> batches;
@@ -71,37 +79,325 @@ void check_split_name(const std::string& split) {
       << "unknown split '" << split << "' (expected train, dev or test)";
 }
 
+std::string join(const std::string& dir, const std::string& name) { return (fs::path(dir) / name).string(); }
+
+std::string percent(double fraction) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(2) << 100.0 * fraction << "%";
+  return os.str();
+}
+
+int64_t count_correct(const Tensor& logits, const Tensor& labels) {
+  std::vector<int64_t> pred = argmax(logits.detach(), 1).to_vector<int64_t>();
+  std::vector<int64_t> want = labels.to_vector<int64_t>();
+  int64_t correct = 0;
+  for (size_t i = 0; i < pred.size(); ++i) correct += pred[i] == want[i];
+  return correct;
+}
+
+// ---- the config sections ----
+
+void at_least(const std::string& source, const char* key, double value, double low) {
+  LSF_CHECK(value >= low) << source << ": '" << key << "' must be ≥ " << low << ", got " << value;
+}
+void in_unit(const std::string& source, const char* key, double value) {
+  LSF_CHECK(value >= 0.0 && value < 1.0) << source << ": '" << key << "' must be in [0, 1), got " << value;
+}
+
+void validate_lra(const std::string& source, const RunConfig& c) {
+  const LraSections& s = lra_sections(c);
+  const LraDataConfig& d = s.data;
+  if (d.generate.enabled) {
+    LSF_CHECK(c.task == "listops") << source << ": 'data.generate.enabled' is only for task listops, not \"" << c.task << "\"";
+    at_least(source, "data.generate.train", double(d.generate.train), 1);
+    at_least(source, "data.generate.dev", double(d.generate.dev), 1);
+    at_least(source, "data.generate.test", double(d.generate.test), 1);
+    at_least(source, "data.generate.min_length", double(d.generate.min_length), 0);
+    LSF_CHECK(d.generate.max_length > d.generate.min_length + 1)
+        << source << ": 'data.generate.max_length' (" << d.generate.max_length << ") must exceed 'data.generate.min_length' ("
+        << d.generate.min_length << ") by at least 2 (the bounds are strict)";
+    at_least(source, "data.generate.max_depth", double(d.generate.max_depth), 2);
+    at_least(source, "data.generate.max_args", double(d.generate.max_args), 2);
+  } else {
+    SplitPaths p = data_files(c.task, d);
+    LSF_CHECK(!p.train.empty() && !p.dev.empty() && !p.test.empty())
+        << source << ": 'data.path' (or 'data.files.*') must name the " << c.task << " data"
+        << (c.task == "listops" ? ", or set 'data.generate.enabled' to generate ListOps in memory" : "");
+  }
+  at_least(source, "data.max_length", double(d.max_length), 1);
+  at_least(source, "data.seq_len", double(d.seq_len), 0);
+  at_least(source, "data.pad_multiple", double(d.pad_multiple), 0);
+
+  const ModelConfig& m = s.model;
+  using lra::AttentionKind;
+  at_least(source, "model.vocab_size", double(m.vocab_size), 2);
+  at_least(source, "model.max_seq_len", double(m.max_seq_len), 1);
+  at_least(source, "model.dim", double(m.dim), 1);
+  at_least(source, "model.heads", double(m.heads), 1);
+  LSF_CHECK(m.dim % m.heads == 0) << source << ": 'model.dim' (" << m.dim << ") must be a multiple of 'model.heads' (" << m.heads << ")";
+  at_least(source, "model.layers", double(m.layers), 1);
+  at_least(source, "model.ffn_dim", double(m.ffn_dim), 1);
+  at_least(source, "model.num_classes", double(m.num_classes), 0);
+  at_least(source, "model.window", double(m.window), 0);
+  at_least(source, "model.rank", double(m.rank), 0);
+  at_least(source, "model.linformer_k", double(m.linformer_k), 1);
+  in_unit(source, "model.dropout", m.dropout);
+  in_unit(source, "model.attention_dropout", m.attention_dropout);
+  at_least(source, "model.head_hidden", double(m.head_hidden), 1);
+  LSF_CHECK(d.seq_len <= m.max_seq_len) << source << ": 'data.seq_len' (" << d.seq_len << ") exceeds 'model.max_seq_len' ("
+                                        << m.max_seq_len << ")";
+  if (m.attention == AttentionKind::Linformer) {
+    LSF_CHECK(d.seq_len == 0 || d.seq_len == m.max_seq_len)
+        << source << ": linformer projects a fixed length: 'data.seq_len' must be 0 or 'model.max_seq_len' (" << m.max_seq_len
+        << "), got " << d.seq_len;
+    LSF_CHECK(m.pooling == lra::Pooling::Mean) << source << ": linformer has a fixed sequence length, so no CLS slot: "
+                                               << "'model.pooling' must be \"mean\", got \"" << lra::to_string(m.pooling) << "\"";
+  }
+  if (m.attention == AttentionKind::LongShort && m.window == 0 && m.rank == 0) {
+    LSF_CHECK(m.layers == 1 && m.pooling == lra::Pooling::Cls)
+        << source << ": 'model.window' = 'model.rank' = 0 leaves only the CLS to attend to: it needs 'model.layers' = 1 and "
+        << "'model.pooling' = \"cls\"";
+  }
+  if (m.attention == AttentionKind::LongShort && m.window > 0 && d.seq_len > 0) {
+    LSF_CHECK(d.seq_len % m.window == 0) << source << ": 'data.seq_len' (" << d.seq_len << ") must be a multiple of 'model.window' ("
+                                         << m.window << ")";
+  }
+}
+
+void check_lra_data_paths(const RunConfig& config) {
+  const LraDataConfig& d = lra_sections(config).data;
+  if (d.generate.enabled) return;
+  const std::string& task = config.task;
+  SplitPaths p = data_files(task, d);
+  auto check = [&](const char* split, const std::string& path, const std::string& key) {
+    LSF_CHECK(fs::exists(path)) << "'" << key << "': the " << task << " " << split << " data '" << path << "' does not exist"
+                                << (task == "listops" ? " (`lsf data listops --out DIR` generates ListOps in that layout)" : "");
+  };
+  check("train", p.train, d.files.train.empty() ? "data.path" : "data.files.train");
+  check("dev", p.dev, d.files.dev.empty() ? "data.path" : "data.files.dev");
+  check("test", p.test, d.files.test.empty() ? "data.path" : "data.files.test");
+  if (task == "image" && d.files.train.empty())
+    for (int i = 1; i <= 5; ++i) {
+      std::string f = join(d.path, "data_batch_" + std::to_string(i) + ".bin");
+      LSF_CHECK(fs::exists(f)) << "'data.path': the CIFAR-10 training batch '" << f << "' does not exist";
+    }
+}
+
+// ---- the Task ----
+
+class LraTask final : public Task {
+ public:
+  explicit LraTask(const RunConfig& config) : config_(config) {}
+
+  void load_data(const std::vector<std::string>& splits) override {
+    for (const auto& s : splits) check_split_name(s);
+    if (std::find(splits.begin(), splits.end(), "train") != splits.end() && splits.size() == 3) {
+      TaskData all = load_task_data(config_);
+      data_ = {{"train", all.train}, {"dev", all.dev}, {"test", all.test}};
+    } else {
+      for (const auto& s : splits) data_[s] = load_split(config_, s);
+    }
+    model_data_ = data_.at(splits.front());
+    if (data_.count("train")) {
+      LSF_CHECK(int64_t(data_["train"]->examples.size()) >= config_.train.batch_size)
+          << "the training split has " << data_["train"]->examples.size() << " examples, fewer than 'train.batch_size' ("
+          << config_.train.batch_size << ")";
+      train_batches_ = std::make_unique<data::BatchLoader>(data_["train"], batch_options(config_, /*training=*/true));
+    }
+    for (const auto& [name, d] : data_) model_options(config_, *d);  // every split must fit the model (fail now)
+  }
+
+  std::string describe_data() const override {
+    std::ostringstream os;
+    os << model_data_->name << " (";
+    const char* sep = "";
+    for (const char* s : {"train", "dev", "test"})
+      if (data_.count(s)) {
+        os << sep << data_.at(s)->examples.size() << " " << s;
+        sep = " / ";
+      }
+    os << " examples) with " << lra::to_string(lra_sections(config_).model.attention) << " attention";
+    return os.str();
+  }
+
+  std::shared_ptr<nn::Module> build_model() override { return train::build_model(config_, *model_data_); }
+
+  TrainStep train_step(nn::Module& model, int64_t step) override {
+    data::Batch batch = train_batches_->batch(step);
+    Tensor logits = forward(classifier(model), batch);
+    TrainStep s;
+    s.loss = cross_entropy(logits, batch.labels);
+    s.units = double(batch.labels.numel());
+    s.tally.add("correct", double(count_correct(logits, batch.labels)));
+    s.tally.add("examples", double(batch.labels.numel()));
+    return s;
+  }
+
+  std::vector<Metric> window_metrics(const Tally& sums, int64_t /*steps*/) const override {
+    const double examples = sums.get("examples");
+    return {{"accuracy", examples > 0 ? sums.get("correct") / examples : 0.0, Metric::Kind::Percent, "acc"}};
+  }
+
+  const char* throughput_unit() const override { return "samples"; }
+
+  EvalResult evaluate(nn::Module& module, const std::string& split, int64_t max_batches) override {
+    LSF_CHECK(data_.count(split)) << "internal: split '" << split << "' was not loaded";
+    lra::LraClassifier& model = classifier(module);
+    const bool was_training = model.is_training();
+    model.eval();
+    NoGradGuard no_grad;
+    data::BatchLoader loader(data_.at(split), batch_options(config_, /*training=*/false));
+    int64_t batches = loader.batches_per_epoch();
+    if (max_batches > 0) batches = std::min(batches, max_batches);
+    double loss_sum = 0.0;
+    int64_t correct = 0, examples = 0;
+    for (int64_t i = 0; i < batches; ++i) {
+      data::Batch b = loader.batch(i);
+      Tensor logits = forward(model, b);
+      loss_sum += cross_entropy(logits, b.labels, {.reduction = Reduction::Sum}).item<float>();
+      correct += count_correct(logits, b.labels);
+      examples += b.labels.numel();
+    }
+    model.train(was_training);
+    EvalResult r;
+    r.split = split;
+    r.loss = examples ? loss_sum / double(examples) : 0.0;
+    r.metrics = {{"accuracy", examples ? double(correct) / double(examples) : 0.0, Metric::Kind::Percent, "acc"},
+                 {"correct", double(correct), Metric::Kind::Count, ""},
+                 {"examples", double(examples), Metric::Kind::Count, ""},
+                 {"majority_accuracy", majority_class_accuracy(*data_.at(split)), Metric::Kind::Percent, ""}};
+    return r;
+  }
+
+  Selection selection() const override { return {"accuracy", /*higher_is_better=*/true}; }
+
+  std::string describe(const EvalResult& r) const override {
+    std::ostringstream os;
+    os << "accuracy " << percent(r.metric("accuracy")) << " (" << int64_t(r.metric("correct")) << "/"
+       << int64_t(r.metric("examples")) << "; majority class " << percent(r.metric("majority_accuracy")) << ")";
+    return os.str();
+  }
+
+ private:
+  static lra::LraClassifier& classifier(nn::Module& model) {
+    auto* c = dynamic_cast<lra::LraClassifier*>(&model);
+    LSF_CHECK(c != nullptr) << "internal: the LRA task was given a model that is not an LraClassifier";
+    return *c;
+  }
+
+  RunConfig config_;
+  std::map<std::string, std::shared_ptr<const data::Dataset>> data_;
+  std::shared_ptr<const data::Dataset> model_data_;
+  std::unique_ptr<data::BatchLoader> train_batches_;
+};
+
+// The family's registration: the five LRA tasks.
+[[maybe_unused]] const bool kRegistered = (register_task_family(TaskFamily{
+                                               .name = "lra",
+                                               .tasks = kLraTasks,
+                                               .default_sections = [](const std::string&) -> std::unique_ptr<TaskSections> {
+                                                 return std::make_unique<LraSections>();
+                                               },
+                                               .validate = validate_lra,
+                                               .check_data_paths = check_lra_data_paths,
+                                               .make = [](const RunConfig& c) -> std::unique_ptr<Task> {
+                                                 return std::make_unique<LraTask>(c);
+                                               }}),
+                                           true);
+
 }  // namespace
 
+void LraSections::visit(FieldVisitor& v) {
+  v.field("data.path", data.path);
+  v.field("data.files.train", data.files.train);
+  v.field("data.files.dev", data.files.dev);
+  v.field("data.files.test", data.files.test);
+  v.field("data.generate.enabled", data.generate.enabled);
+  v.field("data.generate.train", data.generate.train);
+  v.field("data.generate.dev", data.generate.dev);
+  v.field("data.generate.test", data.generate.test);
+  v.field("data.generate.min_length", data.generate.min_length);
+  v.field("data.generate.max_length", data.generate.max_length);
+  v.field("data.generate.max_depth", data.generate.max_depth);
+  v.field("data.generate.max_args", data.generate.max_args);
+  v.field("data.seed", data.seed);
+  v.field("data.max_length", data.max_length);
+  v.field("data.seq_len", data.seq_len);
+  v.field("data.pad_multiple", data.pad_multiple);
+  v.field("model.vocab_size", model.vocab_size);
+  v.field("model.max_seq_len", model.max_seq_len);
+  v.field("model.dim", model.dim);
+  v.field("model.heads", model.heads);
+  v.field("model.layers", model.layers);
+  v.field("model.ffn_dim", model.ffn_dim);
+  v.field("model.num_classes", model.num_classes);
+  v.field("model.attention", model.attention, lra::kAttentionKindNames);
+  v.field("model.window", model.window);
+  v.field("model.rank", model.rank);
+  v.field("model.linformer_k", model.linformer_k);
+  v.field("model.dropout", model.dropout);
+  v.field("model.attention_dropout", model.attention_dropout);
+  v.field("model.pooling", model.pooling, lra::kPoolingNames);
+  v.field("model.head_hidden", model.head_hidden);
+  v.field("model.fused", model.fused);
+}
+
+const LraSections& lra_sections(const RunConfig& config) { return config.sections_as<LraSections>(); }
+
+SplitPaths data_files(const std::string& task, const LraDataConfig& d) {
+  if (d.generate.enabled) return {};
+  SplitPaths p;
+  if (!d.path.empty()) {
+    if (task == "listops") {
+      p = {join(d.path, "basic_train.tsv"), join(d.path, "basic_val.tsv"), join(d.path, "basic_test.tsv")};
+    } else if (task == "text") {
+      p = {join(d.path, "train"), join(d.path, "test"), join(d.path, "test")};  // LRA: dev = test
+    } else if (task == "retrieval") {
+      p = {join(d.path, "new_aan_pairs.train.tsv"), join(d.path, "new_aan_pairs.eval.tsv"),
+           join(d.path, "new_aan_pairs.test.tsv")};
+    } else if (task == "image") {
+      p = {d.path, d.path, join(d.path, "test_batch.bin")};  // dev: the last 10% of the training batches
+    } else {
+      p = {d.path, d.path, d.path};  // pathfinder: one folder, split 80/10/10
+    }
+  }
+  if (!d.files.train.empty()) p.train = d.files.train;
+  if (!d.files.dev.empty()) p.dev = d.files.dev;
+  if (!d.files.test.empty()) p.test = d.files.test;
+  return p;
+}
+
 TaskData load_task_data(const RunConfig& config) {
-  const DataConfig& d = config.data;
+  const LraDataConfig& d = lra_sections(config).data;
   if (d.generate.enabled) {
     data::ListOpsSplits s = generate(d);
     return {share(data::listops_dataset(s.train)), share(data::listops_dataset(s.val)), share(data::listops_dataset(s.test))};
   }
   validate_data_paths(config);
-  return {share(read_split(d, "train")), share(read_split(d, "dev")), share(read_split(d, "test"))};
+  return {share(read_split(config.task, d, "train")), share(read_split(config.task, d, "dev")),
+          share(read_split(config.task, d, "test"))};
 }
 
 std::shared_ptr<const data::Dataset> load_split(const RunConfig& config, const std::string& split) {
   check_split_name(split);
-  const DataConfig& d = config.data;
+  const LraDataConfig& d = lra_sections(config).data;
   if (d.generate.enabled) {
     data::ListOpsSplits s = generate(d);
     return share(data::listops_dataset(split == "train" ? s.train : split == "dev" ? s.val : s.test));
   }
   validate_data_paths(config);
-  return share(read_split(d, split));
+  return share(read_split(config.task, d, split));
 }
 
 lra::LraModelOptions model_options(const RunConfig& config, const data::Dataset& data) {
-  const ModelConfig& m = config.model;
+  const LraSections& s = lra_sections(config);
+  const ModelConfig& m = s.model;
   LSF_CHECK(m.vocab_size >= data.vocab_size) << "'model.vocab_size' (" << m.vocab_size << ") is smaller than the " << data.name
                                              << " vocabulary (" << data.vocab_size << ")";
   LSF_CHECK(m.num_classes == 0 || m.num_classes >= data.num_classes)
       << "'model.num_classes' (" << m.num_classes << ") is smaller than the " << data.name << " classes (" << data.num_classes << ")";
   // The longest example must fit the position table unless batches are cut to data.seq_len.
-  if (config.data.seq_len == 0 && m.attention != "linformer") {
+  if (s.data.seq_len == 0 && m.attention != lra::AttentionKind::Linformer) {
     size_t longest = 0;
     for (const auto& e : data.examples) longest = std::max({longest, e.tokens.size(), e.tokens2.size()});
     int64_t multiple = batch_options(config, false).pad_multiple;
@@ -121,13 +417,14 @@ std::shared_ptr<lra::LraClassifier> build_model(const RunConfig& config, const d
 }
 
 data::BatchOptions batch_options(const RunConfig& config, bool training) {
+  const LraSections& s = lra_sections(config);
   data::BatchOptions o;
   o.batch_size = config.train.batch_size;
-  o.seq_len = config.model.attention == "linformer" ? config.model.max_seq_len : config.data.seq_len;
-  if (config.data.pad_multiple > 0) {
-    o.pad_multiple = config.data.pad_multiple;
-  } else if (config.model.attention == "long_short" && config.model.window > 0) {
-    o.pad_multiple = config.model.window;
+  o.seq_len = s.model.attention == lra::AttentionKind::Linformer ? s.model.max_seq_len : s.data.seq_len;
+  if (s.data.pad_multiple > 0) {
+    o.pad_multiple = s.data.pad_multiple;
+  } else if (s.model.attention == lra::AttentionKind::LongShort && s.model.window > 0) {
+    o.pad_multiple = s.model.window;
   } else {
     o.pad_multiple = 1;
   }

@@ -1,11 +1,12 @@
-// The LRA tasks for the trainer: a RunConfig's data section → datasets (read in the release
-// layout, or ListOps generated in memory), its model section → an LraClassifier (the dual
-// encoder for Retrieval), and the batches both are fed with.
+// The Long Range Arena family for the trainer (models/train/task.h): data.task "listops",
+// "text", "retrieval", "image" (CIFAR-10 as LRA's grayscale pixel sequences) or "pathfinder".
+// Its "data" section says where the task's files are (the LRA release layout) or how ListOps is
+// generated in memory; its "model" section is the LRA classifier's options
+// (models/lra/lra_model.h).
 //
-//   TaskData data = load_task_data(config);                  // train, dev, test
-//   auto model = build_model(config, *data.train);
-//   data::BatchLoader train(data.train, batch_options(config, /*training=*/true));
-//   Tensor logits = forward(*model, train.batch(step));      // [B, classes]
+//   RunConfig c = load_config("configs/quickstart.json");
+//   const LraSections& s = lra_sections(c);                   // c's data and model sections
+//   std::unique_ptr<Task> task = make_task(c);                // an LraTask
 //
 // Batches: training batches are shuffled by train.seed with drop_last; evaluation batches keep
 // the split's order and include the last, smaller batch, so an evaluation is a pure function of
@@ -17,12 +18,69 @@
 #include <memory>
 #include <string>
 
-#include "data/batch.h"
-#include "data/dataset.h"
-#include "models/lra/lra_model.h"
-#include "models/train/config.h"
+#include "lsformer/data/batch.h"
+#include "lsformer/data/dataset.h"
+#include "lsformer/models/lra/lra_model.h"
+#include "lsformer/models/train/config.h"
+#include "lsformer/models/train/task.h"
 
 namespace lsf::train {
+
+// "data.generate": ListOps made in memory by the LRA generator (data/listops.h) instead of
+// read from files; the split sizes are train/dev/test, lengths strictly inside (min, max).
+struct GenerateConfig {
+  bool enabled = false;
+  int64_t train = 96000, dev = 2000, test = 2000;
+  int64_t min_length = 500, max_length = 2000;  // strict bounds on the token count
+  int64_t max_depth = 10, max_args = 10;
+};
+
+// "data.files": explicit files that replace the task's release layout under data.path
+// (empty: derived from data.path, see data_files()).
+struct DataFiles {
+  std::string train, dev, test;
+};
+
+// The "data" section of an LRA task (data.task itself is RunConfig::task).
+struct LraDataConfig {
+  // The task's directory in its release layout (docs/data-formats.md §1.4):
+  //   listops     .../listops-1000              basic_{train,val,test}.tsv
+  //   text        .../aclImdb                   {train,test}/{neg,pos}/*.txt (dev = test, as LRA)
+  //   retrieval   .../tsv_data                  new_aan_pairs.{train,eval,test}.tsv
+  //   image       .../cifar-10-batches-bin      data_batch_{1..5}.bin (45k train / 5k dev), test_batch.bin
+  //   pathfinder  .../pathfinder32/curv_contour_length_14   80/10/10 split by data.seed
+  std::string path;
+  DataFiles files;
+  GenerateConfig generate;
+  uint64_t seed = 0;          // ListOps generation; Pathfinder's split shuffle
+  int64_t max_length = 4000;  // text/retrieval: bytes kept per document
+  int64_t seq_len = 0;        // > 0: every batch padded/truncated to exactly this; 0: per batch
+  int64_t pad_multiple = 0;   // per-batch padding multiple; 0: the attention window (1 if none)
+};
+
+// The "model" section: the LRA model's own options (lra::LraModelOptions), with two
+// differences: num_classes defaults to 0, meaning "the data's", and `dual` and `generator` are
+// not config keys (the task sets dual; dropout uses the default generator).
+struct ModelConfig : lra::LraModelOptions {
+  ModelConfig() { num_classes = 0; }
+};
+
+struct LraSections final : TaskSections {
+  LraDataConfig data;
+  ModelConfig model;
+  std::unique_ptr<TaskSections> clone() const override { return std::make_unique<LraSections>(*this); }
+  void visit(FieldVisitor& v) override;
+};
+
+// The LRA sections of a config (an error naming the task when it is not an LRA task).
+const LraSections& lra_sections(const RunConfig& config);
+
+// The files (or directories) each split of `task` is read from, by data.files / data.path.
+// Empty for generated data. dev and test may be the same path (text: aclImdb/test).
+struct SplitPaths {
+  std::string train, dev, test;
+};
+SplitPaths data_files(const std::string& task, const LraDataConfig& data);
 
 struct TaskData {
   std::shared_ptr<const data::Dataset> train, dev, test;

@@ -2,32 +2,30 @@
 //
 //   RunConfig config = load_config("configs/quickstart.json");
 //   TrainSummary s = train(config, {.out_dir = "runs/quickstart"});
-//   std::cout << s.test.accuracy;
+//   std::cout << s.test.metric("accuracy");
 //
-// One loop a student can follow (trainer.cpp, run_loop): load data → build model and AdamW →
-// for each step: schedule (lr, beta1), forward, cross-entropy, backward, clip (optional), step,
-// log, evaluate on dev, checkpoint. Then the best checkpoint (by dev accuracy) is evaluated on
-// the whole dev and test splits, exactly as `lsf eval` does it.
-//
-// The run directory holds:
-//   config.json        the fully resolved config
-//   metrics.jsonl      one JSON object per logged step ({"split":"train", step, loss, accuracy,
-//                      lr, samples_per_s, elapsed_s}) and per evaluation ({"split":"dev"|"test",
-//                      step, loss, accuracy, examples[, "final": true]})
-//   last.safetensors   the latest state (model, optimizer, step, RNG, config): every
-//                      train.checkpoint_every steps and at the end; what --resume continues
-//   best.safetensors   the model with the best periodic dev accuracy so far
-//   summary.json       the final numbers and paths
-// Checkpoints are written atomically. Resuming restores model, optimizer, step, RNG and the
-// best-so-far record, and batch k is a pure function of k, so a resumed run reaches the same
-// parameters bit for bit as one that never stopped (with the same thread count).
+// One loop a student can follow (trainer.cpp, run_loop): the task (models/train/task.h) loads
+// its data and builds its model, then for each step: schedule (lr, beta1), the task's forward
+// and loss, backward, clip (optional), optimizer step, log, evaluate on dev, checkpoint. Then the
+// best checkpoint (by the task's selection metric on dev) is evaluated on the whole dev and test
+// splits, exactly as `lsf eval` does it. The run directory and its files are described in
+// run_directory.h; checkpoints are written atomically. Resuming restores model, optimizer,
+// step, RNG, the task's state and the best-so-far record, and batch k is a pure function of k,
+// so a resumed run reaches the same parameters bit for bit as one that never stopped (with the
+// same thread count).
 #pragma once
 
 #include <cstdint>
 #include <iosfwd>
+#include <memory>
 #include <string>
+#include <vector>
 
-#include "models/train/config.h"
+#include "lsformer/models/nn/module.h"
+#include "lsformer/models/optim/optimizer.h"
+#include "lsformer/models/optim/schedule.h"
+#include "lsformer/models/train/config.h"
+#include "lsformer/models/train/task.h"
 
 namespace lsf::train {
 
@@ -42,37 +40,38 @@ struct TrainOptions {
                                      // and skipping the final evaluation (as an interrupted run; tests)
 };
 
-struct EvalResult {
-  std::string split;               // "dev" or "test" (or "train")
-  int64_t examples = 0, correct = 0;
-  double accuracy = 0.0;           // correct / examples
-  double loss = 0.0;               // mean cross-entropy per example
-  double majority_accuracy = 0.0;  // always predicting the split's most frequent label
-  int64_t step = 0;                // the checkpoint's training step
-};
-
 struct TrainSummary {
   int64_t steps = 0;                 // training steps completed
   bool finished = false;             // false when stopped early by stop_after
   int64_t best_step = 0;             // step of best.safetensors
-  double best_periodic_accuracy = 0; // its dev accuracy in the periodic evaluation
+  double best_periodic_score = 0;    // its selection metric in the periodic dev evaluation
   EvalResult dev, test;              // best checkpoint on the whole dev and test splits
   double final_train_loss = 0.0;     // mean loss over the last log window
   double wall_seconds = 0.0;         // this invocation, final evaluation included
   std::string run_dir, config_path, metrics_path, summary_path, best_checkpoint, last_checkpoint;
-  std::string eval_command;          // re-checks the test accuracy
+  std::string eval_command;          // re-checks the test result
 };
 
 // Trains as configured (creating out_dir, or resuming from it). Errors are lsf::Error: a
 // config that differs from the resumed run's, an out_dir holding a run without resume, ...
 TrainSummary train(const RunConfig& config, const TrainOptions& options);
 
-// `lsf eval`: rebuilds data and model from the config stored in the checkpoint, loads the
-// weights and evaluates the whole split ("dev", "test" or "train") in evaluation batches of
-// train.batch_size. threads > 0 overrides the config's train.threads.
-EvalResult evaluate_checkpoint(const std::string& path, const std::string& split, int threads = 0);
+// `lsf eval`: rebuilds data and model from the config stored in the checkpoint (with
+// `overrides` applied, "key=value" as --set; evaluation settings such as batch size may change,
+// the model's shape may not), loads the weights and evaluates the whole split ("dev", "test" or
+// "train"). threads > 0 overrides the config's train.threads.
+EvalResult evaluate_checkpoint(const std::string& path, const std::string& split, int threads = 0,
+                               const std::vector<std::string>& overrides = {});
+// The describe() line of the checkpoint's task for a result (what `lsf eval` prints).
+std::string describe_result(const std::string& checkpoint, const EvalResult& result);
 
-// The resolved config stored in a training checkpoint (an error if it holds none).
-RunConfig checkpoint_config(const std::string& path);
+// The resolved config stored in a training checkpoint (an error if it holds none), with
+// `overrides` applied.
+RunConfig checkpoint_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// The optimizer and schedule the config's "optimizer" and "schedule" sections describe, over
+// every parameter of `model` (weight decay on all of them, as the paper's code bases do).
+std::unique_ptr<optim::Optimizer> make_optimizer(const RunConfig& config, const nn::Module& model);
+std::unique_ptr<optim::Schedule> make_schedule(const RunConfig& config);
 
 }  // namespace lsf::train

@@ -1,0 +1,106 @@
+// The run directory: preparing it for a new or resumed run, and metrics.jsonl (see
+// run_directory.h).
+#include "lsformer/models/train/run_directory.h"
+
+#include <filesystem>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lsformer/engine/error.h"
+#include "lsformer/engine/safetensors.h"
+#include "lsformer/models/train/trainer.h"
+
+namespace lsf::train {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+// A metric as JSON: counts as integers, everything else as a number.
+json metric_json(const Metric& m) {
+  return m.kind == Metric::Kind::Count ? json(int64_t(m.value)) : json(m.value);
+}
+
+}  // namespace
+
+RunPaths::RunPaths(const std::string& d)
+    : dir(d),
+      config((fs::path(d) / "config.json").string()),
+      metrics((fs::path(d) / "metrics.jsonl").string()),
+      summary((fs::path(d) / "summary.json").string()),
+      best((fs::path(d) / "best.safetensors").string()),
+      last((fs::path(d) / "last.safetensors").string()) {}
+
+std::string config_differences(const RunConfig& a, const RunConfig& b) {
+  json fa = json::parse(to_json(a)).flatten(), fb = json::parse(to_json(b)).flatten();
+  std::string diff;
+  for (const auto& [k, v] : fa.items()) {
+    if (k == "/train/threads" || fb.value(k, json()) == v) continue;
+    std::string key = k.substr(1);
+    for (char& ch : key) ch = ch == '/' ? '.' : ch;
+    diff += (diff.empty() ? "" : ", ") + key + " " + v.dump() + " → " + fb.value(k, json()).dump();
+  }
+  for (const auto& [k, v] : fb.items()) {  // keys only the new config has (another task's schema)
+    if (fa.contains(k)) continue;
+    std::string key = k.substr(1);
+    for (char& ch : key) ch = ch == '/' ? '.' : ch;
+    diff += (diff.empty() ? "" : ", ") + key + " (absent) → " + v.dump();
+  }
+  return diff;
+}
+
+RunPaths open_run_directory(const RunConfig& config, const std::string& dir, bool resume) {
+  RunPaths paths(dir);
+  if (resume) {
+    LSF_CHECK(fs::exists(paths.last)) << "--resume: '" << paths.last << "' does not exist (nothing to resume in '" << dir << "')";
+    std::string diff = config_differences(checkpoint_config(paths.last), config);
+    LSF_CHECK(diff.empty()) << "--resume: the config differs from the run's in '" << dir << "': " << diff;
+  } else {
+    // A directory without last.safetensors holds no progress (a run that failed while loading,
+    // or stopped before its first checkpoint): it is started afresh.
+    LSF_CHECK(!fs::exists(paths.last)) << "'" << dir << "' already holds a run: continue it with --resume, or choose another --out";
+  }
+  validate_data_paths(config);  // before the run directory exists
+  fs::create_directories(dir);
+  write_file_atomically(paths.config, to_json(config));
+  return paths;
+}
+
+MetricsLog::MetricsLog(const std::string& path, bool resume, int64_t resumed_step) : path_(path) {
+  std::vector<std::string> kept;
+  if (resume) {
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+      json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (!j.is_discarded() && j.is_object() && j.value("step", int64_t(0)) <= resumed_step && !j.contains("final"))
+        kept.push_back(line);
+    }
+  }
+  out_.open(path, std::ios::trunc);
+  LSF_CHECK(out_) << "cannot write '" << path << "'";
+  for (const auto& line : kept) out_ << line << "\n";
+  out_.flush();
+}
+
+void MetricsLog::write_line(const std::string& line) {
+  out_ << line << "\n";
+  out_.flush();
+  LSF_CHECK(out_) << "cannot write '" << path_ << "'";
+}
+
+void MetricsLog::write_train(int64_t step, double loss, const std::vector<Metric>& metrics, double lr, const std::string& unit,
+                             double rate, double elapsed_s) {
+  json j = {{"split", "train"}, {"step", step}, {"loss", loss}, {"lr", lr}, {unit + "_per_s", rate}, {"elapsed_s", elapsed_s}};
+  for (const Metric& m : metrics) j[m.name] = metric_json(m);
+  write_line(j.dump());
+}
+
+void MetricsLog::write_eval(const EvalResult& r, bool final) {
+  json j = {{"split", r.split}, {"step", r.step}, {"loss", r.loss}};
+  for (const Metric& m : r.metrics) j[m.name] = metric_json(m);
+  if (final) j["final"] = true;
+  write_line(j.dump());
+}
+
+}  // namespace lsf::train

@@ -1,0 +1,54 @@
+// The run directory of `lsf train` and the files the trainer writes there:
+//   config.json        the fully resolved config
+//   metrics.jsonl      one JSON object per logged step ({"split":"train", step, loss, the task's
+//                      window metrics, lr, <unit>_per_s, elapsed_s}) and per evaluation
+//                      ({"split":"dev"|"test", step, loss, the task's metrics[, "final": true]})
+//   last.safetensors   the latest state (model, optimizer, step, RNG, task state, config)
+//   best.safetensors   the model with the best periodic dev result so far
+//   summary.json       the final numbers and paths
+// Files are replaced atomically (engine's write_file_atomically, save_checkpoint).
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+#include "lsformer/models/train/config.h"
+#include "lsformer/models/train/task.h"
+
+namespace lsf::train {
+
+struct RunPaths {
+  explicit RunPaths(const std::string& dir);
+  std::string dir, config, metrics, summary, best, last;
+};
+
+// Prepares `dir` for a run: a new run refuses a directory that holds a run (last.safetensors;
+// a directory without it holds no progress and is started afresh), a resumed one needs
+// last.safetensors and the same config (only train.threads may differ). The data files are
+// checked before anything is created; then the directory is made and config.json written.
+RunPaths open_run_directory(const RunConfig& config, const std::string& dir, bool resume);
+
+// The keys whose values differ between two configs, as "key old → new, ..." (train.threads is
+// ignored: it may change on resume). Empty when they agree.
+std::string config_differences(const RunConfig& a, const RunConfig& b);
+
+// metrics.jsonl: fresh for a new run; on resume, the entries after the resumed step are dropped
+// (they belong to the interrupted continuation, which is being redone).
+class MetricsLog {
+ public:
+  MetricsLog(const std::string& path, bool resume, int64_t resumed_step);
+  // A log window ending at `step`: its mean loss, the task's window metrics, the learning rate,
+  // throughput in `unit` per second and the run's elapsed seconds.
+  void write_train(int64_t step, double loss, const std::vector<Metric>& metrics, double lr, const std::string& unit,
+                   double rate, double elapsed_s);
+  // An evaluation (`final`: of the best checkpoint at the end of the run).
+  void write_eval(const EvalResult& result, bool final);
+
+ private:
+  void write_line(const std::string& line);
+  std::string path_;
+  std::ofstream out_;
+};
+
+}  // namespace lsf::train

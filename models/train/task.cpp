@@ -1,0 +1,83 @@
+// The task registry and the small value types of the Task interface (see task.h).
+#include "lsformer/models/train/task.h"
+
+#include <algorithm>
+#include <map>
+
+#include "lsformer/engine/error.h"
+
+namespace lsf::train {
+namespace {
+
+// Built on first use, so families may register from any static initialiser.
+std::map<std::string, TaskFamily>& registry() {
+  static std::map<std::string, TaskFamily> families;  // by data.task value
+  return families;
+}
+
+}  // namespace
+
+void Tally::add(const std::string& name, double value) {
+  for (auto& [n, v] : entries_)
+    if (n == name) {
+      v += value;
+      return;
+    }
+  entries_.emplace_back(name, value);
+}
+
+double Tally::get(const std::string& name) const {
+  for (const auto& [n, v] : entries_)
+    if (n == name) return v;
+  return 0.0;
+}
+
+bool EvalResult::has(const std::string& name) const {
+  return std::any_of(metrics.begin(), metrics.end(), [&](const Metric& m) { return m.name == name; });
+}
+
+double EvalResult::metric(const std::string& name) const {
+  std::string present;
+  for (const Metric& m : metrics) {
+    if (m.name == name) return m.value;
+    present += (present.empty() ? "" : ", ") + m.name;
+  }
+  LSF_FAIL() << "the " << split << " evaluation has no metric '" << name << "' (it has: " << present << ")";
+}
+
+void Task::restore_state(const NamedTensors& tensors) {
+  LSF_CHECK(tensors.empty()) << "this task keeps no state between steps, but the checkpoint holds task state '"
+                             << tensors.front().first << "'";
+}
+
+void register_task_family(TaskFamily family) {
+  LSF_CHECK(!family.tasks.empty()) << "register_task_family: family '" << family.name << "' serves no task";
+  LSF_CHECK(family.default_sections && family.validate && family.check_data_paths && family.make)
+      << "register_task_family: family '" << family.name << "' lacks a function";
+  for (const std::string& t : family.tasks) {
+    auto it = registry().find(t);
+    LSF_CHECK(it == registry().end()) << "register_task_family: task '" << t << "' of family '" << family.name
+                                      << "' is already served by family '" << it->second.name << "'";
+  }
+  for (const std::string& t : family.tasks) registry().emplace(t, family);
+}
+
+const TaskFamily& task_family(const std::string& task) {
+  auto it = registry().find(task);
+  if (it == registry().end()) {
+    std::string known;
+    for (const auto& name : task_names()) known += (known.empty() ? "" : ", ") + name;
+    LSF_FAIL() << "unknown task '" << task << "' (known: " << known << ")";
+  }
+  return it->second;
+}
+
+std::vector<std::string> task_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, family] : registry()) names.push_back(name);
+  return names;  // std::map keeps them sorted
+}
+
+std::unique_ptr<Task> make_task(const RunConfig& config) { return task_family(config.task).make(config); }
+
+}  // namespace lsf::train

@@ -1,0 +1,149 @@
+// The Task interface: what a model family plugs into `lsf train` / `lsf eval` (models/train/
+// trainer.h). The trainer owns the loop — optimizer, schedule, clipping, logging, checkpoints,
+// resume — and knows nothing of any family; a Task owns its data, builds its model, computes
+// one step's loss and evaluates a split.
+//
+//   std::unique_ptr<Task> task = make_task(config);   // by config.task ("listops", "text", ...)
+//   task->load_data({"train", "dev", "test"});
+//   std::shared_ptr<nn::Module> model = task->build_model();
+//   TrainStep s = task->train_step(*model, step);      // batch `step`: a pure function of step
+//   s.loss.backward();  ...optimizer step...
+//   EvalResult dev = task->evaluate(*model, "dev", /*max_batches=*/0);
+//
+// A family registers itself once (a static TaskFamily object in its task file, like the kernel
+// registrations), naming the data.task values it serves, the defaults of its "data" and
+// "model" config sections, their validation, and a factory. So adding a family touches its own
+// files only: the trainer, the config layer and the tools never branch on a task name.
+//
+// Contracts the trainer relies on:
+//   * train_step(model, k) draws batch k as a pure function of (config, k): a resumed run sees
+//     the batches an uninterrupted one sees. State that travels between steps (the char-LM's
+//     memory) is the task's, saved and restored through state() / restore_state().
+//   * evaluate() is a pure function of (weights, split, config): the end of training and
+//     `lsf eval` print the same numbers.
+//   * metrics come in a fixed order; the first of an EvalResult is the one best checkpoints are
+//     chosen by (selection().higher_is_better says which way).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lsformer/engine/safetensors.h"
+#include "lsformer/engine/tensor.h"
+#include "lsformer/models/nn/module.h"
+#include "lsformer/models/train/config.h"
+
+namespace lsf::train {
+
+// One named number of a log window or an evaluation ("accuracy", "bpc", "correct", ...).
+struct Metric {
+  enum class Kind { Number, Percent, Count };  // how it is shown; a Count is written as an integer
+  std::string name;    // its metrics.jsonl key
+  double value = 0.0;
+  Kind kind = Kind::Number;
+  std::string label;   // its name on the progress line ("acc"); empty: not shown there
+};
+
+// Counters a task sums over the steps of one log window (e.g. {"correct", 12}, {"examples", 32}),
+// in the order they were first added; window_metrics() turns the sums into what is shown.
+class Tally {
+ public:
+  void add(const std::string& name, double value);
+  double get(const std::string& name) const;  // 0 when never added
+  void clear() { entries_.clear(); }
+  const std::vector<std::pair<std::string, double>>& entries() const { return entries_; }
+
+ private:
+  std::vector<std::pair<std::string, double>> entries_;
+};
+
+// What one training step produced.
+struct TrainStep {
+  Tensor loss;        // [] the scalar backward() runs on
+  double units = 0;   // samples (classifiers) or tokens (language models) in this step
+  Tally tally;        // the step's counters (summed over the log window by the trainer)
+};
+
+// The result of evaluating one split.
+struct EvalResult {
+  std::string split;            // "train", "dev" or "test"
+  int64_t step = 0;             // the training step of the weights evaluated
+  double loss = 0.0;            // the task's mean loss (per example, per token, ...)
+  std::vector<Metric> metrics;  // the task's numbers in display order; metrics[0] selects checkpoints
+  // The value of metric `name`; throws naming the metric and those present when it is absent.
+  double metric(const std::string& name) const;
+  bool has(const std::string& name) const;
+};
+
+// Which way the first metric of an EvalResult is better, for best-checkpoint selection.
+struct Selection {
+  std::string metric;           // e.g. "accuracy", "bpc"
+  bool higher_is_better = true;
+};
+
+class Task {
+ public:
+  virtual ~Task() = default;
+
+  // Reads (or generates) the named splits ("train", "dev", "test"), before anything else; the
+  // first one named is the one build_model() checks the model against. Errors name the config
+  // key and the file; an unknown split name is an error listing the three.
+  virtual void load_data(const std::vector<std::string>& splits) = 0;
+  // One line for the start of a run: the dataset and split sizes.
+  virtual std::string describe_data() const = 0;
+  // The model the config describes (parameters initialised from the default generator), after
+  // checking it against the loaded data (vocabulary, classes, lengths).
+  virtual std::shared_ptr<nn::Module> build_model() = 0;
+
+  // Forward pass and loss of training batch `step` (0-based). The model is in training mode.
+  virtual TrainStep train_step(nn::Module& model, int64_t step) = 0;
+  // The metrics of a log window from its summed counters (steps: how many steps it spans; the
+  // trainer shows the mean loss itself).
+  virtual std::vector<Metric> window_metrics(const Tally& sums, int64_t steps) const = 0;
+  // "samples" or "tokens": the unit of TrainStep::units, for the throughput on the progress line.
+  virtual const char* throughput_unit() const = 0;
+
+  // Evaluates `split` ("train", "dev", "test"): the first max_batches batches, 0 for all. The
+  // model is put in evaluation mode for the call and restored afterwards.
+  virtual EvalResult evaluate(nn::Module& model, const std::string& split, int64_t max_batches) = 0;
+  virtual Selection selection() const = 0;
+  // A line for the final report, e.g. "43.70% (437/1000; majority class 11.90%)".
+  virtual std::string describe(const EvalResult& result) const = 0;
+
+  // State that must survive a checkpoint besides weights, optimizer and RNG (the char-LM's
+  // memory). Stored as "task.<name>" tensors in last.safetensors. Default: none.
+  virtual NamedTensors state() const { return {}; }
+  virtual void restore_state(const NamedTensors& tensors);
+};
+
+// ---- the registry ----
+
+// A model family as the config layer and the trainer see it.
+struct TaskFamily {
+  std::string name;                // "lra", "lm", ...: for messages
+  std::vector<std::string> tasks;  // the data.task values it serves
+  // The family's "data" and "model" sections with their defaults, for data.task = task.
+  std::function<std::unique_ptr<TaskSections>(const std::string& task)> default_sections;
+  // Checks the parsed config (its sections and the common ones it depends on); errors name the
+  // key and start with `source`.
+  std::function<void(const std::string& source, const RunConfig& config)> validate;
+  // Checks that every file or directory the config reads exists (before a run directory is
+  // created); the error names the config key and the path. Nothing to check for generated data.
+  std::function<void(const RunConfig& config)> check_data_paths;
+  std::function<std::unique_ptr<Task>(const RunConfig& config)> make;
+};
+
+// Registers a family (from a static initialiser); a task name served twice is an error.
+void register_task_family(TaskFamily family);
+// The family serving `task`; throws listing every known task when there is none.
+const TaskFamily& task_family(const std::string& task);
+// Every registered data.task value, sorted.
+std::vector<std::string> task_names();
+
+// The Task for config.task.
+std::unique_ptr<Task> make_task(const RunConfig& config);
+
+}  // namespace lsf::train
