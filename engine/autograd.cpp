@@ -1,9 +1,13 @@
-#include "engine/autograd.h"
+// The autograd engine (see autograd.h): the grad-mode switch, recording nodes for an op's
+// outputs, and the iterative backward pass — dependency counting, summing gradients of tensors
+// used more than once, accumulation into leaves, freeing saved tensors unless retain_graph — and
+// an iterative graph teardown, so that very long chains neither recurse nor overflow the stack.
+#include "lsformer/engine/autograd.h"
 
 #include <unordered_map>
 #include <unordered_set>
 
-#include "engine/core_kernels.h"
+#include "lsformer/engine/core_kernels.h"
 
 namespace lsf {
 

@@ -1,4 +1,6 @@
-#include "engine/core_kernels.h"
+// The kernel table entries the engine itself needs (fill, strided copy, in-place add, cross-device
+// copy; declared in core_kernels.h). Every backend registers its implementations against them.
+#include "lsformer/engine/core_kernels.h"
 
 namespace lsf {
 LSF_DEFINE_KERNEL(fill_kernel, void(const Tensor& dst, double value));

@@ -1,6 +1,7 @@
-#include "engine/device.h"
+// Devices: parsing "cpu" / "cuda" / "cuda:N" and printing them (see device.h).
+#include "lsformer/engine/device.h"
 
-#include "engine/error.h"
+#include "lsformer/engine/error.h"
 
 namespace lsf {
 

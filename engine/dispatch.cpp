@@ -1,4 +1,6 @@
-#include "engine/dispatch.h"
+// The kernel tables (see dispatch.h): the list of every kernel, and the error that names a kernel
+// a device lacks (or that its backend marked unsupported).
+#include "lsformer/engine/dispatch.h"
 
 namespace lsf {
 

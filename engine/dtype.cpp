@@ -1,4 +1,5 @@
-#include "engine/dtype.h"
+// DType names and printing (see dtype.h); the conversions themselves are inline in dtype.h.
+#include "lsformer/engine/dtype.h"
 
 namespace lsf {
 

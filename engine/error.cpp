@@ -1,4 +1,6 @@
-#include "engine/error.h"
+// lsf::Error and the LSF_CHECK message builder (see error.h), and the printing of shapes in
+// messages ({2, 3}).
+#include "lsformer/engine/error.h"
 
 namespace lsf {
 

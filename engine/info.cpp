@@ -1,12 +1,14 @@
-#include "engine/info.h"
+// `lsf info` and lsf::build_info(): version, compiler, build flags, the BLAS in use, thread
+// counts, the CUDA devices, and how many kernels are registered (and built for CUDA).
+#include "lsformer/engine/info.h"
 
 #include <omp.h>
 
 #include <iomanip>
 #include <sstream>
 
-#include "engine/cuda_api.h"
-#include "engine/dispatch.h"
+#include "lsformer/engine/cuda_api.h"
+#include "lsformer/engine/dispatch.h"
 #include "lsformer/build_info.h"
 
 extern "C" char* openblas_get_config(void);

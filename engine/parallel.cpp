@@ -1,8 +1,9 @@
-#include "engine/parallel.h"
+// The CPU thread count shared by lsformer's OpenMP loops and OpenBLAS (see parallel.h).
+#include "lsformer/engine/parallel.h"
 
 #include <omp.h>
 
-#include "engine/error.h"
+#include "lsformer/engine/error.h"
 
 extern "C" void openblas_set_num_threads(int);
 

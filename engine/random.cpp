@@ -1,4 +1,6 @@
-#include "engine/random.h"
+// Generator: a Philox4x32-10 stream as (seed, offset) with thread-safe reservation of counter
+// ranges, and the process-wide default generator (see random.h).
+#include "lsformer/engine/random.h"
 
 namespace lsf {
 

@@ -1,4 +1,8 @@
-#include "engine/safetensors.h"
+// safetensors reading and writing, exactly as the format defines it (docs/data-formats.md):
+// header validation with one clear error per malformation, dtype mapping, alignment-then-name
+// ordering, and atomic writes (temporary file, fsync, rename) shared with the trainer through
+// write_file_atomically.
+#include "lsformer/engine/safetensors.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -12,8 +16,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "engine/autograd.h"
-#include "engine/core_kernels.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/engine/core_kernels.h"
 
 namespace lsf {
 namespace {

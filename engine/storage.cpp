@@ -1,4 +1,6 @@
-#include "engine/storage.h"
+// Storage: reference-counted buffers on a device with a version counter (bumped by in-place
+// writes, checked by autograd), and the CPU allocator with its cache of large blocks.
+#include "lsformer/engine/storage.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -6,7 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/error.h"
+#include "lsformer/engine/error.h"
 
 namespace lsf {
 namespace {

@@ -35,10 +35,10 @@
 
 #include <memory>
 
-#include "models/attention/attention.h"
-#include "models/nn/dropout.h"
-#include "models/nn/layer_norm.h"
-#include "models/nn/linear.h"
+#include "lsformer/models/attention/attention.h"
+#include "lsformer/models/nn/dropout.h"
+#include "lsformer/models/nn/layer_norm.h"
+#include "lsformer/models/nn/linear.h"
 
 namespace lsf::nn {
 
@@ -51,7 +51,7 @@ struct CausalLongShortAttentionOptions {
   int64_t memory_length = 512;  // C used when no memory is given
   bool bias = false;            // biases of proj_query/key/val/out (`use_bias`)
   double dropout = 0.0;         // on the output, after proj_out
-  bool fused = true;            // fused CPU op (ops/causal_long_short.h) or the composed reference
+  bool fused = true;            // the fused op (ops/causal_long_short.h) or the composed reference
   Generator* generator = nullptr;  // initialisation and dropout (default generator when null)
 };
 

@@ -20,9 +20,9 @@
 
 #include <memory>
 
-#include "models/attention/attention.h"
-#include "models/nn/layer_norm.h"
-#include "models/nn/linear.h"
+#include "lsformer/models/attention/attention.h"
+#include "lsformer/models/nn/layer_norm.h"
+#include "lsformer/models/nn/linear.h"
 
 namespace lsf::nn {
 
@@ -32,7 +32,7 @@ struct LongShortOptions {
   int64_t window = 8;     // w ≥ 0 (segment length; n must be a multiple of it)
   int64_t rank = 32;      // r ≥ 0 (dynamic projection slots per head)
   double dropout = 0.0;   // attention dropout on the joint probabilities (training only)
-  bool fused = true;      // the fused CPU op; false: the same computation from primitive ops
+  bool fused = true;      // the fused op (CPU and CUDA kernels); false: the same computation from primitive ops
   int64_t block_queries = 0;       // fused kernel task size (0: automatic), see ops/long_short.h
   Generator* generator = nullptr;  // dropout's generator (null: the default one)
 };

@@ -19,26 +19,26 @@
 //  * w = 1: side = 1, T = 3, but the official table (p = ⌊w/2⌋ = 0) has 1 row and an index map of
 //    3×3 offsets that cannot address it (§4.3: "w = 1 with RPE is unusable"), so w = 1 requires
 //    rpe = false; w = 1 without RPE is supported (3×3 key blocks).
-//  * Softmaxes run in the activation dtype (f32 or f64); the engine has no half types, so the
-//    "fp32 softmax" of docs/transformer-ls.md §1.1 holds for f32 activations and f64 is used
-//    as-is for checks.
+//  * Softmaxes run in the activation dtype (f32 or f64): the CPU computes in f32 or f64 (bf16 and
+//    f16 are storage types there), so the "fp32 softmax" of docs/transformer-ls.md §1.1 holds for
+//    f32 activations and f64 is used as-is for checks.
 //  * Initialisation follows ViL (§4.4): Linear weights trunc-normal std 0.02, biases 0,
 //    LayerNorms (1, 0), the RPE table trunc-normal 0.02.
-#include "models/attention/long_short_2d.h"
+#include "lsformer/models/attention/long_short_2d.h"
 
 #include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <vector>
 
-#include "models/nn/init.h"
-#include "ops/binary.h"
-#include "ops/factory.h"
-#include "ops/index.h"
-#include "ops/matmul.h"
-#include "ops/reduce.h"
-#include "ops/shape.h"
-#include "ops/softmax.h"
+#include "lsformer/models/nn/init.h"
+#include "lsformer/ops/binary.h"
+#include "lsformer/ops/factory.h"
+#include "lsformer/ops/index.h"
+#include "lsformer/ops/matmul.h"
+#include "lsformer/ops/reduce.h"
+#include "lsformer/ops/shape.h"
+#include "lsformer/ops/softmax.h"
 
 namespace lsf::nn {
 
