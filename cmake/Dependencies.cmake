@@ -43,3 +43,11 @@ find_package(nlohmann_json 3 REQUIRED)
 
 # PNG decoding for the Pathfinder reader (data/pathfinder.cpp): libpng, private to the library.
 find_package(PNG REQUIRED)
+
+# Char-LM corpora (data/compressed_file.cpp): zlib reads gzip / dictzip (Debian's dictd *.dict.dz)
+# and libzip reads the Hutter-prize enwik8.zip / text8.zip; both private to the library. libzip is
+# found through pkg-config: Debian's libzip CMake package references the zipcmp / zipmerge /
+# ziptool programs, which other packages ship, so find_package(libzip) fails without them.
+find_package(ZLIB REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(LIBZIP REQUIRED IMPORTED_TARGET libzip)
