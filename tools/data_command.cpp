@@ -1,19 +1,26 @@
-// lsf data listops: the LRA ListOps dataset, generated offline (data/listops.h) and written in
-// the release's TSV layout: DIR/basic_{train,val,test}.tsv.
+// lsf data: writes a dataset to disk.
+//   listops  the LRA ListOps dataset, generated offline (data/listops.h) and written in the
+//            release's TSV layout: DIR/basic_{train,val,test}.tsv.
+//   text     any text split contiguously 90/5/5 for the char-LM (data/char_corpus.h), written as
+//            DIR/{train,dev,test}.txt (the raw bytes of each split).
 //
 //   lsf data listops --out lra_release/listops-1000 [--train 96000 --val 2000 --test 2000 --seed 0]
+//   lsf data text --from gcide --out data/gcide
+//   lsf data text --from enwik8.zip --out data/enwik8
 #include <filesystem>
 #include <iostream>
 
 #include <lsformer/lsformer.h>
 
 #include "cli.h"
-#include "lsformer/data/listops.h"
+#include "data/char_corpus.h"
+#include "data/debian_corpus.h"
+#include "data/listops.h"
 
 namespace lsf::cli {
 namespace {
 
-const std::vector<Flag>& flags() {
+const std::vector<Flag>& listops_flags() {
   static const std::vector<Flag> table = {
       {"--out", "DIR", "where basic_{train,val,test}.tsv are written (created)"},
       {"--train", "N", "training rows (default 96000)"},
@@ -26,19 +33,55 @@ const std::vector<Flag>& flags() {
   return table;
 }
 
+const std::vector<Flag>& text_flags() {
+  static const std::vector<Flag> table = {
+      {"--from", "PATH", "a text file, a one-entry .zip (enwik8.zip), a .gz/.dz, or gcide (Debian's dict-gcide)"},
+      {"--out", "DIR", "where train.txt, dev.txt and test.txt are written (created)"},
+  };
+  return table;
+}
+
+int run_text(const std::vector<std::string>& args) {
+  ParsedFlags parsed = parse_flags(args, text_flags());
+  const std::string from = flag_value(parsed, "--from"), out = flag_value(parsed, "--out");
+  if (from.empty()) throw UsageError("--from is required");
+  if (out.empty()) throw UsageError("--out is required");
+  // "gcide" names the Debian package's corpus unless a file of that name is right here.
+  const bool package = from == "gcide" && !std::filesystem::exists(from);
+  const std::string path = package ? data::find_gcide() : from;
+  const std::string bytes = package ? data::read_dictd_text(path) : data::read_text_source(path, "lsf data text");
+  const data::CharCorpus corpus =
+      data::split_corpus(package ? "gcide" : std::filesystem::path(path).filename().string(), bytes,
+                         data::fractional_split_sizes(int64_t(bytes.size()), path), data::CharAlphabet::kBytes, path);
+  data::write_corpus_splits(out, corpus);
+  std::cout << "read " << path << " (" << bytes.size() << " bytes)\n";
+  for (data::LmSplit split : {data::LmSplit::kTrain, data::LmSplit::kDev, data::LmSplit::kTest})
+    std::cout << "wrote " << (std::filesystem::path(out) / (std::string(data::lm_split_name(split)) + ".txt")).string()
+              << " (" << corpus.split(split).size() << " bytes)\n";
+  return 0;
+}
+
 }  // namespace
 
 void data_usage(std::ostream& os) {
-  os << "usage: lsf data listops --out DIR [--train N] [--val N] [--test N] [--seed S] [--min-length L] [--max-length L]\n\n"
-        "Generates ListOps as the LRA generator does (same operators, depth, argument counts, strict\n"
-        "length bounds, de-duplication) and writes LRA's TSV files.\n\n";
-  print_flags(os, flags());
+  os << "usage: lsf data listops --out DIR [--train N] [--val N] [--test N] [--seed S] [--min-length L] [--max-length L]\n"
+        "       lsf data text --from PATH --out DIR\n\n"
+        "listops: generates ListOps as the LRA generator does (same operators, depth, argument counts,\n"
+        "strict length bounds, de-duplication) and writes LRA's TSV files.\n\n";
+  print_flags(os, listops_flags());
+  os << "\ntext: splits a text contiguously for character-level language modelling (first 90% train,\n"
+        "next 5% dev, last 5% test; enwik8's 10^8 bytes give its standard 90M/5M/5M) and writes the raw\n"
+        "bytes of each split. `--from gcide` takes the offline English corpus that scripts/install-deps.sh\n"
+        "installs (Debian's dict-gcide).\n\n";
+  print_flags(os, text_flags());
 }
 
 int run_data(const std::vector<std::string>& args) {
+  if (!args.empty() && args[0] == "text") return run_text(std::vector<std::string>(args.begin() + 1, args.end()));
   if (args.empty() || args[0] != "listops")
-    throw UsageError(args.empty() ? "which dataset? (lsf data listops ...)" : "unknown dataset '" + args[0] + "' (only listops is generated)");
-  ParsedFlags parsed = parse_flags(std::vector<std::string>(args.begin() + 1, args.end()), flags());
+    throw UsageError(args.empty() ? "which dataset? (lsf data listops|text ...)"
+                                  : "unknown dataset '" + args[0] + "' (lsf data listops or lsf data text)");
+  ParsedFlags parsed = parse_flags(std::vector<std::string>(args.begin() + 1, args.end()), listops_flags());
   const std::string out = flag_value(parsed, "--out");
   if (out.empty()) throw UsageError("--out is required");
   auto count = [&](const char* flag, int64_t fallback, int64_t low) {
