@@ -23,12 +23,22 @@ using namespace lsf::data;
 
 namespace {
 
-std::string temp_dir(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / ("lsf_test_lm_" + std::to_string(getpid()) + "_" + name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir.string();
-}
+// A fresh directory under the system's temp dir, removed with everything in it at scope end.
+struct TempDir {
+  std::string path;
+  explicit TempDir(const std::string& name)
+      : path((std::filesystem::temp_directory_path() / ("lsf_test_lm_" + std::to_string(getpid()) + "_" + name))
+                 .string()) {
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
 
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary);
@@ -74,7 +84,8 @@ constexpr SplitSizes kTiny{90, 5, 5};
 }  // namespace
 
 TEST_CASE("lm corpus: enwik8 splits from the plain file and the zip are the same bytes", "[data][lm]") {
-  const std::string dir = temp_dir("enwik8");
+  const TempDir temp("enwik8");
+  const std::string& dir = temp.path;
   const std::string text = byte_text(100);
   write_bytes(dir + "/enwik8", text);
   write_zip(dir + "/enwik8.zip", {{"enwik8", text}}, "test");
@@ -109,7 +120,8 @@ TEST_CASE("lm corpus: enwik8 splits from the plain file and the zip are the same
 }
 
 TEST_CASE("lm corpus: corrupt and truncated zips are errors naming the archive", "[data][lm]") {
-  const std::string dir = temp_dir("badzip");
+  const TempDir temp("badzip");
+  const std::string& dir = temp.path;
   const std::string text = byte_text(100);
   write_zip(dir + "/enwik8.zip", {{"enwik8", text}}, "test");
   const std::string zip = read_bytes(dir + "/enwik8.zip");
@@ -140,7 +152,8 @@ TEST_CASE("lm corpus: corrupt and truncated zips are errors naming the archive",
 }
 
 TEST_CASE("lm corpus: text8 alphabet, ids and the error naming file and offset", "[data][lm]") {
-  const std::string dir = temp_dir("text8");
+  const TempDir temp("text8");
+  const std::string& dir = temp.path;
   std::string text;
   for (int i = 0; i < 100; ++i) text += i % 6 == 0 ? ' ' : char('a' + i % 26);
   write_bytes(dir + "/text8", text);
@@ -179,7 +192,8 @@ TEST_CASE("lm corpus: fractional splits, split directories and text sources", "[
   CHECK((odd.train == 919 && odd.dev == 50 && odd.test == 50));
   CHECK_THROWS_WITH(fractional_split_sizes(39, "tiny.txt"), Catch::Contains("tiny.txt") && Catch::Contains("at least 40"));
 
-  const std::string dir = temp_dir("splits");
+  const TempDir temp("splits");
+  const std::string& dir = temp.path;
   const std::string text = byte_text(1019);
   const CharCorpus corpus = split_corpus("doc", text, odd, CharAlphabet::kBytes, "doc");
   write_corpus_splits(dir + "/out", corpus);
@@ -229,7 +243,8 @@ TEST_CASE("lm corpus: fractional splits, split directories and text sources", "[
 }
 
 TEST_CASE("gzip: dictd files decompress; truncated, damaged and non-gzip files are errors", "[data][lm]") {
-  const std::string dir = temp_dir("gzip");
+  const TempDir temp("gzip");
+  const std::string& dir = temp.path;
   const std::string text = byte_text(5000);
   write_gzip_file(dir + "/x.dict.dz", text, "test");
   CHECK(read_gzip_file(dir + "/x.dict.dz", "t") == text);
@@ -252,7 +267,8 @@ TEST_CASE("gzip: dictd files decompress; truncated, damaged and non-gzip files a
 }
 
 TEST_CASE("debian corpus: a dictd-format GCIDE file becomes a 90/5/5 byte corpus", "[data][lm]") {
-  const std::string dir = temp_dir("gcide");
+  const TempDir temp("gcide");
+  const std::string& dir = temp.path;
   // The shape of the real file: dictd headers, then entries in the package's text notation.
   std::string text = "\n\n00-database-url\n   ftp://ftp.gnu.org/gnu/gcide\n\n";
   for (int i = 0; i < 20; ++i)
