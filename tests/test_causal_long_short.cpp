@@ -425,3 +425,34 @@ TEST_CASE("causal LS: bad configurations are rejected with what to change", "[ca
   bad.u = zeros({2, 2}, kF64);
   CHECK_THROWS_WITH(causal_long_short_attention(bad, s.geometry()), Contains("causal_long_short_attention"));
 }
+
+TEST_CASE("causal LS module: both paths take the model's position tables (relative_positions, chunk_positions)",
+          "[causal_long_short]") {
+  nn::CausalLongShortAttention attn(small_module());
+  attn.to(kF64);
+  NoGradGuard ng;
+  Tensor x = randn_f64({2, 16, 8}, 51), xm = randn_f64({2, 16, 8}, 52);
+  const int64_t Nc = (16 / 4 + 16 / 4) * 2;
+  const Tensor window = nn::ar_window_table(4, 8, TensorOptions(kF64)), chunk = nn::ar_chunk_table(Nc, 8, TensorOptions(kF64));
+  // A dropped-out window table, as the model passes it in training mode (the chunk table never is).
+  const Tensor dropped = mul(window, gt(randn_f64({4, 8}, 53), 0.0).to(kF64));
+  for (bool fused : {true, false}) {
+    INFO("fused " << fused);
+    attn.set_fused(fused);
+    const auto implicit = attn.forward(x, {.memory = xm}).to_vector<double>();
+    CHECK(attn.forward(x, {.memory = xm, .relative_positions = window, .chunk_positions = chunk}).to_vector<double>() ==
+          implicit);
+    CHECK(attn.forward(x, {.memory = xm, .relative_positions = dropped}).to_vector<double>() != implicit);
+  }
+  // The two paths agree on the dropped-out table (as the module test above: L = 6d + 2l + Nc + w + 2d).
+  const double t = tol(kF64, 6 * 8 + 8 + Nc + 4 + 16);
+  attn.set_fused(true);
+  const Tensor fused = attn.forward(x, {.memory = xm, .relative_positions = dropped});
+  attn.set_fused(false);
+  test::check_close(fused, attn.forward(x, {.memory = xm, .relative_positions = dropped}), t, t);
+  CHECK_THROWS_WITH(attn.forward(x, {.memory = xm, .relative_positions = zeros({5, 8}, kF64)}),
+                    Catch::Contains("relative_positions") && Catch::Contains("[4, 8]"));
+  CHECK_THROWS_WITH(attn.forward(x, {.memory = xm, .chunk_positions = zeros({Nc, 8})}), Catch::Contains("CausalLongShortAttention"));
+  CHECK_THROWS_WITH(attn.forward(x, {.memory = xm, .chunk_positions = zeros({Nc + 1, 8}, kF64)}),
+                    Catch::Contains("chunk_positions") && Catch::Contains("[16, 8]"));
+}

@@ -18,6 +18,11 @@ struct AttentionArgs {
   Tensor cls;     // [B, 1, d] bidirectional only: a CLS vector injected into this layer (output gains row 0)
   int64_t height = 0, width = 0;  // 2-D only: the patch map is height × width
   int64_t num_global = 0;         // 2-D only: global tokens that precede the patches in x
+  // Causal (char-LM) only: sinusoid tables the model builds once per forward and shares by every
+  // layer (models/lm/); undefined → the module builds its own (without dropout).
+  Tensor relative_positions;  // [P, d] row j ↔ relative distance P−1−j (long-short: P = w, the window
+                              // table, after the model's embedding dropout; full: P = C + M)
+  Tensor chunk_positions;     // [Nc, d] long-short only: row p ↔ chunk-position value p (never dropped out)
 };
 
 class Attention : public Module {

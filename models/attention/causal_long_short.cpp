@@ -34,6 +34,18 @@ Tensor ar_sinusoid_table(const std::vector<double>& positions, int64_t d, const 
   return tensor(values, {int64_t(positions.size()), d}).to(options);
 }
 
+Tensor ar_window_table(int64_t window, int64_t d, const TensorOptions& options) {
+  std::vector<double> distances(static_cast<size_t>(window));
+  for (int64_t j = 0; j < window; ++j) distances[size_t(j)] = double(window - 1 - j);
+  return ar_sinusoid_table(distances, d, options);
+}
+
+Tensor ar_chunk_table(int64_t slots, int64_t d, const TensorOptions& options) {
+  std::vector<double> values(static_cast<size_t>(slots));
+  for (int64_t p = 0; p < slots; ++p) values[size_t(p)] = double(p);
+  return ar_sinusoid_table(values, d, options);
+}
+
 CausalLongShortAttention::CausalLongShortAttention(const CausalLongShortAttentionOptions& o)
     : Attention(kName), options_(o) {
   LSF_CHECK(o.dim > 0 && o.heads > 0 && o.dim % o.heads == 0)
@@ -107,9 +119,13 @@ CausalLongShortAttention::Compressed CausalLongShortAttention::compress_memory(c
 }
 
 CausalLongShortAttention::Compressed CausalLongShortAttention::compress_block(const Tensor& x) {
-  Tensor scores = chunk_scores(x);
-  return {split_heads(dual_ln_dproj->forward(compress(proj_key->forward(x), scores))),
-          split_heads(dual_ln_dproj->forward(compress(proj_val->forward(x), scores)))};
+  return compress_projected(proj_key->forward(x), proj_val->forward(x), chunk_scores(x));
+}
+
+CausalLongShortAttention::Compressed CausalLongShortAttention::compress_projected(const Tensor& kb, const Tensor& vb,
+                                                                                  const Tensor& scores) {
+  return {split_heads(dual_ln_dproj->forward(compress(kb, scores))),
+          split_heads(dual_ln_dproj->forward(compress(vb, scores)))};
 }
 
 Tensor CausalLongShortAttention::forward(const Tensor& x, const AttentionArgs& args) {
@@ -138,23 +154,42 @@ Tensor CausalLongShortAttention::forward(const Tensor& x, const AttentionArgs& a
   LSF_CHECK(M <= w || M % w == 0) << kName << ": block length M = " << M << " > window " << w
                                   << " must be a multiple of the window (official tiling); choose M % w == 0";
 
+  const int64_t Nc = (C / l + M / l) * o.rank;
+  if (args.relative_positions.defined()) {
+    const Tensor& t = args.relative_positions;
+    LSF_CHECK(t.dim() == 2 && t.size(0) == w && t.size(1) == d)
+        << kName << ": relative_positions must be the window table [w, d] = [" << w << ", " << d << "], got shape "
+        << t.shape();
+    check_same_device(kName, {&x, &t});
+    check_same_dtype(kName, {&x, &t});
+  }
+  if (args.chunk_positions.defined()) {
+    const Tensor& t = args.chunk_positions;
+    LSF_CHECK(t.dim() == 2 && t.size(0) == Nc && t.size(1) == d)
+        << kName << ": chunk_positions must be [Nc, d] = [" << Nc << ", " << d << "] (Nc = (C/l + M/l)·r), got shape "
+        << t.shape();
+    check_same_device(kName, {&x, &t});
+    check_same_dtype(kName, {&x, &t});
+  }
+
   // Steps 1, 7: q̂ = split_heads(X W_q)·e^{-1/2}.
   Tensor q = mul(split_heads(proj_query->forward(x)), 1.0 / std::sqrt(double(e)));
+  // Step 3: the block's keys and values, projected once for the window (step 4) and the block
+  // compression (step 5).
+  Tensor kb = proj_key->forward(x), vb = proj_val->forward(x);
   // Steps 2, 5, 6: compressed keys/values, memory chunks first.
   Compressed mem = compress_memory(xm);
-  Compressed blk = compress_block(x);
+  Compressed blk = compress_projected(kb, vb, chunk_scores(x));
   Tensor kc = cat({mem.k, blk.k}, 2), vc = cat({mem.v, blk.v}, 2);
   // Step 4: window keys/values over [last w memory rows ; block], LN_L.
   Tensor tail = xm.narrow(1, C - w, w);
-  Tensor kw = split_heads(dual_ln_win->forward(cat({proj_key->forward(tail), proj_key->forward(x)}, 1)));
-  Tensor vw = split_heads(dual_ln_win->forward(cat({proj_val->forward(tail), proj_val->forward(x)}, 1)));
+  Tensor kw = split_heads(dual_ln_win->forward(cat({proj_key->forward(tail), kb}, 1)));
+  Tensor vw = split_heads(dual_ln_win->forward(cat({proj_val->forward(tail), vb}, 1)));
   // Position tables: window row j ↔ distance w−1−j through W_R; chunk row p ↔ value p through W_Rc.
-  const int64_t Nc = (C / l + M / l) * o.rank;
-  std::vector<double> distances(static_cast<size_t>(w)), values(static_cast<size_t>(Nc));
-  for (int64_t j = 0; j < w; ++j) distances[size_t(j)] = double(w - 1 - j);
-  for (int64_t p = 0; p < Nc; ++p) values[size_t(p)] = double(p);
-  Tensor rw = r_net->forward(ar_sinusoid_table(distances, d, x.options())).view({w, h, e}).permute({1, 0, 2});
-  Tensor rc = r_net_chunk->forward(ar_sinusoid_table(values, d, x.options())).view({Nc, h, e}).permute({1, 0, 2});
+  Tensor window = args.relative_positions.defined() ? args.relative_positions : ar_window_table(w, d, x.options());
+  Tensor chunk = args.chunk_positions.defined() ? args.chunk_positions : ar_chunk_table(Nc, d, x.options());
+  Tensor rw = r_net->forward(window).view({w, h, e}).permute({1, 0, 2});
+  Tensor rc = r_net_chunk->forward(chunk).view({Nc, h, e}).permute({1, 0, 2});
 
   CausalLongShortInputs in{q, kw, vw, r_w_bias.view({h, e}), r_r_bias.view({h, e}), rw, kc, vc, rc};
   CausalLongShortGeometry g{l, o.rank, C / l};

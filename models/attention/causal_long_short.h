@@ -4,6 +4,8 @@
 //   CausalLongShortAttention attn({.dim = 512, .heads = 8, .chunk_length = 16, .rank = 1,
 //                                  .window = 512, .memory_length = 2048});
 //   Tensor a = attn.forward(ln1(h), {.memory = ln1(h_cache)});   // [B, M, d] → [B, M, d]
+//   Tensor a = attn.forward(ln1(h), {.memory = ln1(h_cache), .relative_positions = drop(window_table),
+//                                    .chunk_positions = chunk_table});  // as the LM model calls it
 //
 // Contract (§3.2): x is X = LN1(H), the block's layer input after the block's first LayerNorm,
 // and args.memory is Xm = LN1(Hm), the cached (detached) layer inputs of the previous block
@@ -25,10 +27,14 @@
 // * No explicit M ≤ w special case is needed: the band rule (window rows t+1 … t+w of
 //   [last w memory rows ; block]) is the same for every M; the M % w == 0 requirement for M > w
 //   is still enforced because the official tiling needs it (§3.3 requirements).
-// * Embedding dropout of the window position table (§3.4 item 4) belongs to the model wrapper;
-//   this module builds its sinusoid tables itself and applies no dropout to them. Attention-
-//   probability dropout is fixed to 0 as in the official model; options.dropout is the output
-//   dropout after proj_out.
+// * Position tables (§3.4 items 3–4): the model wrapper builds the window sinusoid table
+//   (ar_window_table, rows w−1 … 0), applies its embedding dropout and passes it as
+//   args.relative_positions [w, d]; the chunk table (ar_chunk_table, rows 0 … Nc−1, never dropped
+//   out) as args.chunk_positions [Nc, d]. The official code builds the chunk table in descending
+//   order (Nc−1 … 0) and relative-shifts the scores; our op reads row p = value p directly (same
+//   function). Undefined tables are built here, without dropout. Both the fused and the composed
+//   path take them. Attention-probability dropout is fixed to 0 as in the official model;
+//   options.dropout is the output dropout after proj_out.
 // * Initialisation: proj_* xavier_normal_ (as the official code), u and v N(0, 0.02²)
 //   (the official tensors are uninitialised until the model's init), other Linears PyTorch's default.
 #pragma once
@@ -72,6 +78,14 @@ class CausalLongShortAttention : public Attention {
   };
   Compressed compress_memory(const Tensor& xm);
   Compressed compress_block(const Tensor& x);
+  // Step 5 from the already projected block keys kb and values vb [B, L, d] and the chunk
+  // weights P = chunk_scores(x) (the forward projects x once for the window and the compression;
+  // incremental decoding compresses one completed chunk at a time).
+  Compressed compress_projected(const Tensor& kb, const Tensor& vb, const Tensor& scores);
+  // P [B, h, L/l, r, l]: softmax over the l tokens of each chunk of W_P·x + b_P, x [B, L, d], L % l == 0.
+  Tensor chunk_scores(const Tensor& x);
+  // [B, L, d] → [B, h, L, e] (head-major feature columns).
+  Tensor split_heads(const Tensor& t) const;
 
   std::shared_ptr<Linear> proj_query, proj_key, proj_val, proj_out;
   std::shared_ptr<Linear> dconv_1, r_net, r_net_chunk;
@@ -81,14 +95,16 @@ class CausalLongShortAttention : public Attention {
   std::shared_ptr<Dropout> dropout;
 
  private:
-  Tensor chunk_scores(const Tensor& h);                      // [B, L, d] → P [B, h, L/l, r, l]
   Tensor compress(const Tensor& vecs, const Tensor& scores);  // → Z [B, (L/l)·r, d]
-  Tensor split_heads(const Tensor& t) const;                  // [B, L, d] → [B, h, L, e]
   CausalLongShortAttentionOptions options_;
 };
 
 // The AR sinusoid of §3.5 for each position value: [n, d] rows
 // [sin(p·f_0) … sin(p·f_{d/2−1}), cos(p·f_0) … cos(p·f_{d/2−1})], f_k = 10000^{−2k/d}.
 Tensor ar_sinusoid_table(const std::vector<double>& positions, int64_t d, const TensorOptions& options);
+// The window table [w, d]: row j is the sinusoid of the distance w−1−j (§3.4 item 3).
+Tensor ar_window_table(int64_t window, int64_t d, const TensorOptions& options);
+// The chunk-position table [slots, d]: row p is the sinusoid of the value p (§3.3 step 9).
+Tensor ar_chunk_table(int64_t slots, int64_t d, const TensorOptions& options);
 
 }  // namespace lsf::nn

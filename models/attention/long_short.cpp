@@ -60,6 +60,8 @@ Tensor LongShortAttention::forward(const Tensor& x, const AttentionArgs& args, L
   const int64_t B = x.size(0), n = x.size(1), h = o.heads, e = o.dim / o.heads, r = o.rank, w = o.window;
   LSF_CHECK(!args.memory.defined()) << kName << ": a memory was passed, but the bidirectional attention has none "
                                     << "(memory shape " << args.memory.shape() << "); use the causal attention";
+  LSF_CHECK(!args.relative_positions.defined() && !args.chunk_positions.defined())
+      << kName << ": relative_positions / chunk_positions are for the causal attention; leave them undefined";
   LSF_CHECK(args.height == 0 && args.width == 0 && args.num_global == 0)
       << kName << ": height/width/num_global are for the 2-D attention; leave them 0 (got " << args.height << ", "
       << args.width << ", " << args.num_global << ")";

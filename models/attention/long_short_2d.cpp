@@ -170,6 +170,8 @@ Tensor LongShortAttention2d::forward(const Tensor& x, const AttentionArgs& args)
   LSF_CHECK(x.defined()) << kOp << ": the input is undefined";
   LSF_CHECK(!args.mask.defined()) << kOp << ": a padding mask is not supported by the 2-D attention (leave args.mask undefined)";
   LSF_CHECK(!args.memory.defined()) << kOp << ": args.memory is for the causal attention; leave it undefined";
+  LSF_CHECK(!args.relative_positions.defined() && !args.chunk_positions.defined())
+      << kOp << ": args.relative_positions / chunk_positions are for the causal attention; leave them undefined";
   LSF_CHECK(!args.cls.defined())
       << kOp << ": args.cls is for the bidirectional attention; pass the global token as x's first row with num_global = 1";
   LSF_CHECK(args.num_global == 0 || args.num_global == 1)
