@@ -53,7 +53,7 @@ struct FullAttentionOptions {
 class FullAttention : public Attention {
  public:
   explicit FullAttention(const FullAttentionOptions& options);
-  // x [B, n, d] → [B, n, d]. Accepts args.mask only; memory, cls and the 2-D arguments are
+  // x [B, n, d] → [B, n, d]. Accepts args.mask only; memory, cls, the causal position tables and the 2-D arguments are
   // rejected with an error naming them.
   Tensor forward(const Tensor& x, const AttentionArgs& args = {}) override;
   std::string extra_repr() const override;
