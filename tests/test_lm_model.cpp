@@ -393,6 +393,9 @@ TEST_CASE("LM: the memory holds the layer inputs before LN1, persists and is res
     const auto file = parse_safetensors(serialize_safetensors(named));
     const lm::Memory back = lm::memory_from_tensors(file.tensors, model.options());
     for (size_t i = 0; i < 2; ++i) CHECK(back.layers[i].to_vector<float>() == memory.layers[i].to_vector<float>());
+    const lm::Memory back64 = back.to(TensorOptions(kF64));
+    CHECK(back64.layers[1].dtype() == kF64);
+    CHECK(back64.layers[1].to_vector<float>() == memory.layers[1].to_vector<float>());
     auto without = file.tensors;
     without.erase("lm.memory.1");
     CHECK_THROWS_WITH(lm::memory_from_tensors(without, model.options()), Catch::Contains("\"lm.memory.1\" is missing"));

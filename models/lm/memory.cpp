@@ -48,6 +48,12 @@ void Memory::reset() {
   for (Tensor& t : layers) t = zeros(t.shape(), t.options());
 }
 
+Memory Memory::to(const TensorOptions& options) const {
+  Memory m;
+  for (const Tensor& t : layers) m.layers.push_back(t.to(options));
+  return m;
+}
+
 Memory zero_memory(int64_t layers, int64_t batch, int64_t length, int64_t dim, const TensorOptions& options) {
   LSF_CHECK(layers >= 1 && batch >= 1 && length >= 1 && dim >= 1)
       << "lm::zero_memory: layers " << layers << ", batch " << batch << ", length " << length << " and dim " << dim

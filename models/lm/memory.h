@@ -8,7 +8,8 @@
 //   Tensor lp = model.forward(tokens, memory);               // memory now holds the next state
 //   memory.reset_streams({2});                               // stream 2 starts a new text
 //   save_safetensors(path, lm::memory_tensors(memory));      // "lm.memory.0", "lm.memory.1", ...
-//   memory = lm::memory_from_tensors(load_safetensors(path).tensors, model.options());
+//   memory = lm::memory_from_tensors(load_safetensors(path).tensors, model.options())
+//                .to(model.in_emb->weight.options());                 // CPU tensors → the model's
 //
 // Every operation that changes a memory makes new tensors (nothing is written in place), so a
 // memory that an earlier forward's graph still holds is never altered under it.
@@ -38,6 +39,9 @@ struct Memory {
   void reset_streams(const Tensor& restart);
   // Every stream returns to the initial memory.
   void reset();
+  // A copy in another dtype / on another device (e.g. a memory read from a checkpoint, which
+  // holds CPU tensors, for a model on a GPU).
+  Memory to(const TensorOptions& options) const;
 };
 
 // The initial memory: zeros [B, C, d] per layer, in `options` (dtype, device) (§3.4 item 7).
