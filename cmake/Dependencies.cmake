@@ -41,13 +41,18 @@ target_include_directories(lsf_openblas INTERFACE ${LSF_CBLAS_INCLUDE_DIR})
 # JSON (safetensors headers, configs): header-only and private to the library.
 find_package(nlohmann_json 3 REQUIRED)
 
-# PNG decoding for the Pathfinder reader (data/pathfinder.cpp): libpng, private to the library.
+# PNG decoding for the Pathfinder reader and the image datasets (data/pathfinder.cpp,
+# data/image_decode.cpp): libpng, private to the library.
 find_package(PNG REQUIRED)
 
-# Char-LM corpora (data/compressed_file.cpp): zlib reads gzip / dictzip (Debian's dictd *.dict.dz)
-# and libzip reads the Hutter-prize enwik8.zip / text8.zip; both private to the library. libzip is
-# found through pkg-config: Debian's libzip CMake package references the zipcmp / zipmerge /
-# ziptool programs, which other packages ship, so find_package(libzip) fails without them.
+# JPEG decoding for image folders (data/image_decode.cpp): Debian's libjpeg62-turbo-dev, the
+# libjpeg API of libjpeg-turbo (SIMD decoding; our own error manager replaces its exit()).
+find_package(JPEG REQUIRED)
+# zlib reads gzip: dictzip (Debian's dictd *.dict.dz, the char-LM corpus; data/compressed_file.cpp)
+# and gzip-compressed IDX files (MNIST, Debian's Fashion-MNIST; data/idx.cpp). libzip reads the
+# Hutter-prize enwik8.zip / text8.zip. Both private to the library. libzip is found through
+# pkg-config: Debian's libzip CMake package references the zipcmp / zipmerge / ziptool programs,
+# which other packages ship, so find_package(libzip) fails without them.
 find_package(ZLIB REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(LIBZIP REQUIRED IMPORTED_TARGET libzip)

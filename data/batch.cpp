@@ -37,18 +37,23 @@ BatchLoader::BatchLoader(std::shared_ptr<const Dataset> dataset, const BatchOpti
 
 int64_t BatchLoader::batches_per_epoch() const { return batches_per_epoch_; }
 
-std::vector<int64_t> BatchLoader::epoch_order(int64_t epoch) const {
-  LSF_CHECK(epoch >= 0) << "BatchLoader: epoch must be ≥ 0, got " << epoch;
-  const int64_t n = int64_t(dataset_->examples.size());
+std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch, bool shuffle) {
+  LSF_CHECK(epoch >= 0) << "epoch_permutation: epoch must be ≥ 0, got " << epoch;
+  LSF_CHECK(n >= 0 && n < (int64_t(1) << 32)) << "epoch_permutation: n = " << n << " is outside [0, 2^32)";
   std::vector<int64_t> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), int64_t(0));
-  if (!options_.shuffle) return order;
-  PhiloxStream rng(options_.seed, uint64_t(epoch));
+  if (!shuffle) return order;
+  PhiloxStream rng(seed, uint64_t(epoch));
   for (int64_t i = n - 1; i > 0; --i) {
     const int64_t j = int64_t(rng.below(uint32_t(i + 1)));
     std::swap(order[size_t(i)], order[size_t(j)]);
   }
   return order;
+}
+
+std::vector<int64_t> BatchLoader::epoch_order(int64_t epoch) const {
+  LSF_CHECK(epoch >= 0) << "BatchLoader: epoch must be ≥ 0, got " << epoch;
+  return epoch_permutation(int64_t(dataset_->examples.size()), options_.seed, epoch, options_.shuffle);
 }
 
 std::vector<int64_t> BatchLoader::batch_indices(int64_t index) const {

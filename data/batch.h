@@ -44,6 +44,11 @@ struct BatchOptions {
   bool drop_last = false;     // training: true; evaluation: false (last batch may be smaller)
 };
 
+// The order in which epoch `epoch` visits n examples: a Fisher–Yates shuffle drawn from
+// PhiloxStream(seed, stream = epoch), or the identity when !shuffle. Shared by BatchLoader and
+// the image loader (data/image_loader.h).
+std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch, bool shuffle);
+
 class BatchLoader {
  public:
   // Throws when batch_size < 1, pad_multiple < 1, seq_len < 0 or not a multiple of

@@ -7,10 +7,12 @@ set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config
           libopenblas-openmp-dev   # OpenBLAS on OpenMP: GEMMs share our thread pool
-          libpng-dev               # Pathfinder's PNG images (data/pathfinder.cpp)
-          zlib1g-dev libzip-dev    # gzip (.dict.dz) and enwik8.zip / text8.zip (data/compressed_file.cpp)
+          libpng-dev               # PNG images: Pathfinder, image folders (data/image_decode.cpp)
+          libjpeg62-turbo-dev      # JPEG images of image folders (libjpeg-turbo, data/image_decode.cpp)
+          zlib1g-dev libzip-dev    # gzip (.dict.dz, IDX .gz) and enwik8.zip / text8.zip (data/compressed_file.cpp)
           dict-gcide               # the offline English corpus for the char-LM (data/debian_corpus.h);
                                    # pulls in the dictd server, which listens on 127.0.0.1 only
+          dataset-fashion-mnist    # Fashion-MNIST in /usr/share/datasets (tests, data/idx.h)
           catch2 nlohmann-json3-dev)
 if [[ "${1:-}" == "--bench" ]]; then packages+=(python3 python3-torch); fi
 
