@@ -113,8 +113,9 @@ std::shared_ptr<InMemoryImageDataset> read_mnist_named(const std::string& dir, c
   LSF_CHECK(split == "train" || split == "test")
       << "read_mnist: split must be \"train\" or \"test\", got \"" << split << "\"";
   const std::string prefix = split == "train" ? "train" : "t10k";
-  return read_mnist_idx(pick(dir, prefix + "-images-idx3-ubyte"), pick(dir, prefix + "-labels-idx1-ubyte"),
-                        std::move(name), std::move(classes));
+  const std::string images = pick(dir, prefix + "-images-idx3-ubyte");  // images first: errors in order
+  const std::string labels = pick(dir, prefix + "-labels-idx1-ubyte");
+  return read_mnist_idx(images, labels, std::move(name), std::move(classes));
 }
 }  // namespace
 

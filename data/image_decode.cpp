@@ -7,6 +7,7 @@
 // throws an lsf::Error naming the file. Output buffers are malloc'd inside and handed over.
 #include "data/image_decode.h"
 
+#include <cstdio>  // jpeglib.h needs FILE and size_t declared first
 #include <jerror.h>
 #include <jpeglib.h>
 #include <png.h>
@@ -203,7 +204,11 @@ bool png_decode_raw(PngState* state, RawPixels* out) {
   if (color_type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
   if (color_type == PNG_COLOR_TYPE_GRAY && bit_depth < 8) png_set_expand_gray_1_2_4_to_8(png);
   if (bit_depth == 16) png_set_strip_16(png);  // the high byte
-  if (color_type & PNG_COLOR_MASK_ALPHA) png_set_strip_alpha(png);
+  // tRNS transparency becomes an alpha channel when expanded (palettes always expand), so it is
+  // turned into one explicitly and stripped with any real alpha channel.
+  const bool transparency = png_get_valid(png, info, PNG_INFO_tRNS) != 0;
+  if (transparency) png_set_tRNS_to_alpha(png);
+  if ((color_type & PNG_COLOR_MASK_ALPHA) || transparency) png_set_strip_alpha(png);
   png_set_interlace_handling(png);
   png_read_update_info(png, info);
   out->height = png_get_image_height(png, info);
