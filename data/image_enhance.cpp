@@ -39,22 +39,23 @@ Lut identity_lut() {
 // Pillow's 3×3 ImageFilter.SMOOTH: float32 kernel weights (k / 13), rounded result, borders copied.
 Image smooth(const Image& image) {
   Image out = image;
-  const int64_t h = image.height, w = image.width, cc = image.channels;
+  const int64_t h = image.height, w = image.width, cc = image.channels, stride = w * cc;
   if (h < 3 || w < 3) return out;
   const float side = 1.0f / 13.0f, centre = 5.0f / 13.0f;
-  for (int64_t y = 1; y < h - 1; ++y)
-    for (int64_t x = 1; x < w - 1; ++x)
-      for (int64_t c = 0; c < cc; ++c) {
-        // Pillow sums the rows y+1, y, y−1, each left to right, starting from the offset 0.
-        float ss = 0.0f;
-        ss += float(image.at(y + 1, x - 1, c)) * side + float(image.at(y + 1, x, c)) * side +
-              float(image.at(y + 1, x + 1, c)) * side;
-        ss += float(image.at(y, x - 1, c)) * side + float(image.at(y, x, c)) * centre +
-              float(image.at(y, x + 1, c)) * side;
-        ss += float(image.at(y - 1, x - 1, c)) * side + float(image.at(y - 1, x, c)) * side +
-              float(image.at(y - 1, x + 1, c)) * side;
-        out.at(y, x, c) = ss <= 0.0f ? 0 : ss >= 255.0f ? 255 : uint8_t(int(ss + 0.5f));
-      }
+  for (int64_t y = 1; y < h - 1; ++y) {
+    const uint8_t* above = image.pixels.data() + (y - 1) * stride;
+    const uint8_t* row = above + stride;
+    const uint8_t* below = row + stride;
+    uint8_t* o = out.pixels.data() + y * stride;
+    for (int64_t i = cc; i < stride - cc; ++i) {
+      // Pillow sums the rows y+1, y, y−1, each left to right, starting from the offset 0.
+      float ss = 0.0f;
+      ss += float(below[i - cc]) * side + float(below[i]) * side + float(below[i + cc]) * side;
+      ss += float(row[i - cc]) * side + float(row[i]) * centre + float(row[i + cc]) * side;
+      ss += float(above[i - cc]) * side + float(above[i]) * side + float(above[i + cc]) * side;
+      o[i] = ss <= 0.0f ? 0 : ss >= 255.0f ? 255 : uint8_t(int(ss + 0.5f));
+    }
+  }
   return out;
 }
 

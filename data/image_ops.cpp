@@ -74,25 +74,37 @@ Taps precompute_taps(int64_t in_size, int64_t out_size, Interpolation interpolat
   return taps;
 }
 
-inline uint8_t clip8_fixed(int64_t sum) {
-  const int64_t v = sum >> kPrecisionBits;  // arithmetic shift: floor, as Pillow's table
+inline uint8_t clip8_fixed(int32_t sum) {
+  const int32_t v = sum >> kPrecisionBits;  // arithmetic shift: floor, as Pillow's table
   return uint8_t(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
 Image resize_horizontal(const Image& in, int64_t out_width, Interpolation interpolation) {
   const Taps taps = precompute_taps(in.width, out_width, interpolation);
-  const int64_t c_count = in.channels;
-  Image out(in.height, out_width, c_count);
+  const int64_t cc = in.channels;
+  Image out(in.height, out_width, cc);
+  // Sums fit int32 as in Pillow: |Σ weights| ≤ ~1.3·2^22 and values ≤ 255.
   for (int64_t y = 0; y < in.height; ++y) {
-    const uint8_t* row = in.pixels.data() + y * in.width * c_count;
-    uint8_t* o = out.pixels.data() + y * out_width * c_count;
+    const uint8_t* row = in.pixels.data() + y * in.width * cc;
+    uint8_t* o = out.pixels.data() + y * out_width * cc;
     for (int64_t xx = 0; xx < out_width; ++xx) {
       const int32_t* k = taps.weights.data() + xx * taps.ksize;
-      const uint8_t* src = row + taps.first[size_t(xx)] * c_count;
-      for (int64_t c = 0; c < c_count; ++c) {
-        int64_t sum = int64_t(1) << (kPrecisionBits - 1);
-        for (int64_t t = 0; t < taps.count[size_t(xx)]; ++t) sum += int64_t(src[t * c_count + c]) * k[t];
-        o[xx * c_count + c] = clip8_fixed(sum);
+      const uint8_t* src = row + taps.first[size_t(xx)] * cc;
+      const int64_t count = taps.count[size_t(xx)];
+      if (cc == 3) {
+        int32_t s0 = 1 << (kPrecisionBits - 1), s1 = s0, s2 = s0;
+        for (int64_t t = 0; t < count; ++t) {
+          s0 += int32_t(src[3 * t]) * k[t];
+          s1 += int32_t(src[3 * t + 1]) * k[t];
+          s2 += int32_t(src[3 * t + 2]) * k[t];
+        }
+        o[3 * xx] = clip8_fixed(s0);
+        o[3 * xx + 1] = clip8_fixed(s1);
+        o[3 * xx + 2] = clip8_fixed(s2);
+      } else {
+        int32_t s0 = 1 << (kPrecisionBits - 1);
+        for (int64_t t = 0; t < count; ++t) s0 += int32_t(src[t]) * k[t];
+        o[xx] = clip8_fixed(s0);
       }
     }
   }
@@ -103,14 +115,15 @@ Image resize_vertical(const Image& in, int64_t out_height, Interpolation interpo
   const Taps taps = precompute_taps(in.height, out_height, interpolation);
   const int64_t row_len = in.width * in.channels;
   Image out(out_height, in.width, in.channels);
-  std::vector<int64_t> sums(static_cast<size_t>(row_len));
+  std::vector<int32_t> sums(static_cast<size_t>(row_len));
   for (int64_t yy = 0; yy < out_height; ++yy) {
     const int32_t* k = taps.weights.data() + yy * taps.ksize;
-    std::fill(sums.begin(), sums.end(), int64_t(1) << (kPrecisionBits - 1));
+    std::fill(sums.begin(), sums.end(), int32_t(1) << (kPrecisionBits - 1));
     for (int64_t t = 0; t < taps.count[size_t(yy)]; ++t) {
       const uint8_t* row = in.pixels.data() + (taps.first[size_t(yy)] + t) * row_len;
-      const int64_t w = k[t];
-      for (int64_t i = 0; i < row_len; ++i) sums[size_t(i)] += int64_t(row[i]) * w;
+      const int32_t w = k[t];
+      int32_t* sum = sums.data();
+      for (int64_t i = 0; i < row_len; ++i) sum[i] += int32_t(row[i]) * w;
     }
     uint8_t* o = out.pixels.data() + yy * row_len;
     for (int64_t i = 0; i < row_len; ++i) o[i] = clip8_fixed(sums[size_t(i)]);
@@ -132,46 +145,48 @@ inline double cubic_row(double v1, double v2, double v3, double v4, double d) {
   return p1 + d * (p2 + d * (p3 + d * p4));
 }
 
-// Samples channel c of `in` at (xin, yin); false when the point is outside the image.
+// Samples every channel of `in` at (xin, yin) into out; false when the point is outside the
+// image. Pillow clamps the first tap row and, for later rows beyond the border, repeats the
+// previous row's value — the same as clamping every tap's row (and column) index, as done here.
 bool sample(const Image& in, double xin, double yin, Interpolation interpolation, uint8_t* out) {
   const int64_t w = in.width, h = in.height, cc = in.channels;
+  const uint8_t* pixels = in.pixels.data();
   if (interpolation == Interpolation::Nearest) {
     const int64_t x = xin < 0.0 ? -1 : int64_t(xin);
     const int64_t y = yin < 0.0 ? -1 : int64_t(yin);
     if (x < 0 || x >= w || y < 0 || y >= h) return false;
-    for (int64_t c = 0; c < cc; ++c) out[c] = in.at(y, x, c);
+    for (int64_t c = 0; c < cc; ++c) out[c] = pixels[(y * w + x) * cc + c];
     return true;
   }
   if (xin < 0.0 || xin >= double(w) || yin < 0.0 || yin >= double(h)) return false;
   xin -= 0.5;
   yin -= 0.5;
-  int64_t x = pil_floor(xin), y = pil_floor(yin);
+  const int64_t x = pil_floor(xin), y = pil_floor(yin);
   const double dx = xin - double(x), dy = yin - double(y);
   if (interpolation == Interpolation::Bilinear) {
-    const int64_t x0 = clip_index(x, w), x1 = clip_index(x + 1, w);
+    const int64_t x0 = clip_index(x, w) * cc, x1 = clip_index(x + 1, w) * cc;
+    const uint8_t* r0 = pixels + clip_index(y, h) * w * cc;
+    const uint8_t* r1 = pixels + clip_index(y + 1, h) * w * cc;
     for (int64_t c = 0; c < cc; ++c) {
-      const int64_t yc = clip_index(y, h);
-      double v1 = in.at(yc, x0, c) + (double(in.at(yc, x1, c)) - in.at(yc, x0, c)) * dx;
-      double v2 = v1;
-      if (y + 1 >= 0 && y + 1 < h) v2 = in.at(y + 1, x0, c) + (double(in.at(y + 1, x1, c)) - in.at(y + 1, x0, c)) * dx;
+      double v1 = r0[x0 + c] + (double(r0[x1 + c]) - r0[x0 + c]) * dx;
+      const double v2 = r1[x0 + c] + (double(r1[x1 + c]) - r1[x0 + c]) * dx;
       v1 = v1 + (v2 - v1) * dy;
       out[c] = uint8_t(v1);
     }
     return true;
   }
-  --x;
-  --y;
-  const int64_t xs[4] = {clip_index(x, w), clip_index(x + 1, w), clip_index(x + 2, w), clip_index(x + 3, w)};
+  const int64_t xs[4] = {clip_index(x - 1, w) * cc, clip_index(x, w) * cc, clip_index(x + 1, w) * cc,
+                         clip_index(x + 2, w) * cc};
+  const uint8_t* rows[4];
+  for (int64_t j = 0; j < 4; ++j) rows[j] = pixels + clip_index(y - 1 + j, h) * w * cc;
   for (int64_t c = 0; c < cc; ++c) {
-    auto row = [&](int64_t yy) {
-      return cubic_row(in.at(yy, xs[0], c), in.at(yy, xs[1], c), in.at(yy, xs[2], c), in.at(yy, xs[3], c), dx);
-    };
-    const double v1 = row(clip_index(y, h));
-    const double v2 = (y + 1 >= 0 && y + 1 < h) ? row(y + 1) : v1;
-    const double v3 = (y + 2 >= 0 && y + 2 < h) ? row(y + 2) : v2;
-    const double v4 = (y + 3 >= 0 && y + 3 < h) ? row(y + 3) : v3;
-    const double v = cubic_row(v1, v2, v3, v4, dy);
-    out[c] = v <= 0.0 ? 0 : v >= 255.0 ? 255 : uint8_t(v);
+    double v[4];
+    for (int j = 0; j < 4; ++j) {
+      const uint8_t* r = rows[j] + c;
+      v[j] = cubic_row(r[xs[0]], r[xs[1]], r[xs[2]], r[xs[3]], dx);
+    }
+    const double value = cubic_row(v[0], v[1], v[2], v[3], dy);
+    out[c] = value <= 0.0 ? 0 : value >= 255.0 ? 255 : uint8_t(value);
   }
   return true;
 }
