@@ -70,8 +70,12 @@ ImageFolderDataset::ImageFolderDataset(const std::string& root, const ImageFolde
   for (size_t c = 0; c < class_names_.size(); ++c) {
     const fs::path folder = fs::path(root) / class_names_[c];
     std::vector<std::string> images = list_class_images(folder, extensions);
-    LSF_CHECK(!images.empty()) << "ImageFolderDataset: class folder '" << folder.string()
-                               << "' holds no image file (extensions .jpg, .jpeg, .png)";
+    if (images.empty()) {
+      std::string listed;
+      for (const std::string& e : extensions) listed += (listed.empty() ? "" : ", ") + e;
+      LSF_FAIL() << "ImageFolderDataset: class folder '" << folder.string() << "' holds no image file ("
+                 << listed << ")";
+    }
     for (std::string& p : images) {
       paths_.push_back(std::move(p));
       labels_.push_back(int32_t(c));

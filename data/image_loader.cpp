@@ -26,6 +26,10 @@ ImageLoader::ImageLoader(std::shared_ptr<const ImageDataset> dataset, ImagePipel
   batches_per_epoch_ = options_.drop_last ? n / options_.batch_size : (n + options_.batch_size - 1) / options_.batch_size;
   LSF_CHECK(batches_per_epoch_ > 0) << "ImageLoader: drop_last with batch_size " << options_.batch_size
                                     << " but dataset '" << dataset_->name() << "' has only " << n << " samples";
+  const int64_t channels = pipeline_.output_channels(*dataset_);
+  LSF_CHECK(int64_t(pipeline_.options().mean.size()) == channels)
+      << "ImageLoader: the pipeline's mean/std have " << pipeline_.options().mean.size() << " values but its images have "
+      << channels << " channels (dataset '" << dataset_->name() << "')";
   if (pipeline_.mixing()) {
     LSF_CHECK(options_.batch_size % 2 == 0)
         << "ImageLoader: Mixup/CutMix needs an even batch_size, got " << options_.batch_size;
