@@ -148,18 +148,20 @@ int main(int argc, char** argv) {
                 dataset->name().c_str(), (long long)dataset->size(), (long long)dataset->num_classes(),
                 p.train ? "training (ViL-LS recipe)" : "evaluation", (long long)p.image_size,
                 (long long)p.image_size, (long long)o.batch_size, (long long)o.batches);
-    std::printf("%8s %12s %12s %14s %14s\n", "workers", "images/s", "ms/batch", "compute ms/b", "wait ms/b");
+    std::printf("%8s %12s %12s %14s %14s%s\n", "workers", "images/s", "ms/batch", "compute ms/b", "wait ms/b",
+                o.step_ms > 0 ? "  wait after 1st" : "");
     for (int workers : o.workers) {
       ImageLoader loader(dataset, pipeline,
                          {.batch_size = o.batch_size, .seed = 1, .num_workers = workers, .prefetch = 2 * std::max(1, workers)});
       loader.batch(0);  // warm-up: page in the files and the allocator
-      double seconds = 0;
+      double seconds = 0, first_wait = 0;
       LoaderStats stats;
       if (o.step_ms > 0) {
         const auto t0 = std::chrono::steady_clock::now();
         loader.start(1, 1 + o.batches);
         for (int64_t k = 0; k < o.batches; ++k) {
           loader.next();
+          if (k == 0) first_wait = loader.stats().wait_seconds;  // nothing can be ready ahead of it
           std::this_thread::sleep_for(std::chrono::microseconds(int64_t(o.step_ms * 1000)));
         }
         seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -168,9 +170,12 @@ int main(int argc, char** argv) {
       } else {
         stats = time_loader(loader, o.batches, &seconds, 1);
       }
-      std::printf("%8d %12.0f %12.1f %14.1f %14.1f\n", workers, double(o.batches * o.batch_size) / seconds,
+      std::printf("%8d %12.0f %12.1f %14.1f %14.1f", workers, double(o.batches * o.batch_size) / seconds,
                   1e3 * seconds / double(o.batches), 1e3 * stats.compute_seconds / double(o.batches),
                   1e3 * stats.wait_seconds / double(o.batches));
+      if (o.step_ms > 0 && o.batches > 1)
+        std::printf(" %16.1f", 1e3 * (stats.wait_seconds - first_wait) / double(o.batches - 1));
+      std::printf("\n");
     }
   } catch (const std::exception& e) {
     std::cerr << "bench_image_loader: " << e.what() << "\n";

@@ -14,7 +14,8 @@ packages=(build-essential cmake ninja-build pkg-config
                                    # pulls in the dictd server, which listens on 127.0.0.1 only
           dataset-fashion-mnist    # Fashion-MNIST in /usr/share/datasets (tests, data/idx.h)
           catch2 nlohmann-json3-dev)
-if [[ "${1:-}" == "--bench" ]]; then packages+=(python3 python3-torch); fi
+# python3-pil: the Pillow reference of tests/fixtures/gen_image_ops.py.
+if [[ "${1:-}" == "--bench" ]]; then packages+=(python3 python3-torch python3-pil); fi
 
 missing=()
 for p in "${packages[@]}"; do
