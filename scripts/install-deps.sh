@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what lsformer needs to build and test on Debian 12 (bookworm). Idempotent.
-#   --bench   also installs python3-torch, the peer the benchmarks in bench/ compare against.
+#   --bench   also installs python3-torch, the peer the benchmarks in bench/ compare against, and
+#             python3-pil, the reference of the image-op fixture (tests/fixtures/gen_image_ops.py).
 # The CUDA backend additionally needs the CUDA toolkit (nvcc, cuBLAS) under /usr/local/cuda;
 # without it lsformer builds CPU-only.
 set -euo pipefail
