@@ -7,6 +7,12 @@
 #include <set>
 #include <thread>
 
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "data/image_decode.h"
+#include "data/image_folder.h"
 #include "data/image_loader.h"
 #include "helpers.h"
 
@@ -179,4 +185,37 @@ TEST_CASE("image loader: bounded prefetch and clean shutdown mid-stream", "[data
     loader.next();
   }
   CHECK(loader.stats().wait_seconds - first_wait < 0.1);
+}
+
+TEST_CASE("image loader over a JPEG folder: a corrupt file's path reaches the consumer", "[data][image]") {
+  const std::filesystem::path root =
+      std::filesystem::temp_directory_path() / ("lsf_loader_folder_" + std::to_string(std::random_device{}()));
+  for (int c = 0; c < 2; ++c) {
+    std::filesystem::create_directories(root / ("class" + std::to_string(c)));
+    for (int i = 0; i < 4; ++i) {
+      Image image(20 + 4 * i, 30, 3);
+      for (size_t p = 0; p < image.pixels.size(); ++p) image.pixels[p] = uint8_t((p * 7 + size_t(i) * 50 + size_t(c) * 90) % 256);
+      write_jpeg((root / ("class" + std::to_string(c)) / ("img" + std::to_string(i) + ".jpg")).string(), image, 90);
+    }
+  }
+  // Replace class1/img2.jpg (sample 6: classes sorted, files sorted) by a truncated copy.
+  const std::string victim = (root / "class1" / "img2.jpg").string();
+  std::string bytes;
+  {
+    std::ifstream in(victim, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  std::ofstream(victim, std::ios::binary | std::ios::trunc).write(bytes.data(), std::streamsize(bytes.size() / 2));
+  auto data = std::make_shared<ImageFolderDataset>(root.string());
+  REQUIRE(data->size() == 8);
+  CHECK(data->path(6) == victim);
+  ImagePipelineOptions o = small_train();
+  ImageLoader loader(data, ImagePipeline(o, data->num_classes()),
+                     {.batch_size = 2, .shuffle = false, .num_workers = 2, .prefetch = 4});
+  loader.start(0, 4);
+  for (int64_t k = 0; k < 3; ++k) CHECK(loader.next().images.shape() == Shape{2, 3, 8, 8});
+  CHECK_THROWS_WITH(loader.next(), Catch::Contains("batch 3") && Catch::Contains(victim) &&
+                                       (Catch::Contains("corrupt or truncated") || Catch::Contains("not a readable JPEG")));
+  loader.stop();
+  std::filesystem::remove_all(root);
 }
