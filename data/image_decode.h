@@ -54,7 +54,7 @@ uint8_t luma_601(uint8_t r, uint8_t g, uint8_t b);
 
 // Writers for 8-bit gray or RGB images (tests, benchmarks, dumping augmented samples).
 // JPEG: baseline, 4:2:0 chroma subsampling for RGB (libjpeg's defaults), quality 1..100.
-// Both write atomically enough for their use (straight to `path`); errors name the path.
+// Both write straight to `path` (not atomically); errors name the path.
 void write_png(const std::string& path, const Image& image);
 void write_jpeg(const std::string& path, const Image& image, int quality = 90);
 

@@ -82,7 +82,8 @@ RandAugmentOptions parse_rand_augment(const std::string& config, RandAugmentOpti
     if (key == "m") {
       options.magnitude = v;
     } else if (key == "n") {
-      LSF_CHECK(v >= 0 && v == std::floor(v)) << "parse_rand_augment: n must be a whole number ≥ 0 in \"" << config << "\"";
+      LSF_CHECK(v >= 0 && v == std::floor(v))
+          << "parse_rand_augment: n must be a whole number ≥ 0 in \"" << config << "\"";
       options.num_ops = int(v);
     } else if (key == "mstd") {
       options.magnitude_std = v > 100 ? std::numeric_limits<double>::infinity() : v;

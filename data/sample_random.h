@@ -5,10 +5,11 @@
 // It is the engine's Philox4x32-10 keyed by the seed, with the 128-bit counter
 //   {block, purpose, index, epoch}   (32 bits each)
 // and `block` counting up from 0 as words are consumed (four words per block). `purpose` keeps
-// the per-sample augmentation and erasing streams (kAugmentStream, kEraseStream, index = dataset
-// index) apart from the per-batch mixing stream (kMixStream, index = batch index); all tags are ≥ 2^30, so the
-// counters never meet the epoch permutations of data/random_stream.h (whose second word is a
-// block index's high half, 0 for any realistic count) under the same seed.
+// the per-sample augmentation and erasing streams (kAugmentStream, kEraseStream; index = the
+// dataset index) apart from the per-batch mixing stream (kMixStream; index = the batch index).
+// Every tag is ≥ 2^30, so these counters never meet those of the epoch permutations
+// (data/random_stream.h) or of the engine's generator, whose second word is the high half of a
+// block count — 0 for any realistic count — under the same seed.
 //
 // Distributions, all from 53-bit uniforms u ∈ [0, 1):
 //   uniform(a, b) = a + (b − a)·u;  randint(lo, hi) inclusive, unbiased (multiply-and-reject)

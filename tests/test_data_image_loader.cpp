@@ -194,7 +194,8 @@ TEST_CASE("image loader over a JPEG folder: a corrupt file's path reaches the co
     std::filesystem::create_directories(root / ("class" + std::to_string(c)));
     for (int i = 0; i < 4; ++i) {
       Image image(20 + 4 * i, 30, 3);
-      for (size_t p = 0; p < image.pixels.size(); ++p) image.pixels[p] = uint8_t((p * 7 + size_t(i) * 50 + size_t(c) * 90) % 256);
+      for (size_t p = 0; p < image.pixels.size(); ++p)
+        image.pixels[p] = uint8_t((p * 7 + size_t(i) * 50 + size_t(c) * 90) % 256);
       write_jpeg((root / ("class" + std::to_string(c)) / ("img" + std::to_string(i) + ".jpg")).string(), image, 90);
     }
   }
