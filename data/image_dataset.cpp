@@ -2,6 +2,7 @@
 #include "data/image_dataset.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "engine/error.h"
@@ -64,6 +65,32 @@ std::string InMemoryImageDataset::describe(int64_t index) const {
                              [](int64_t i, const SourceRange& r) { return i < r.first; });
   --it;  // the last range starting at or before index (the first starts at 0)
   return "'" + it->path + "' record " + std::to_string(index - it->first);
+}
+
+ChannelStats channel_stats(const ImageDataset& dataset, int64_t max_samples) {
+  const int64_t n = max_samples > 0 ? std::min(max_samples, dataset.size()) : dataset.size();
+  LSF_CHECK(n > 0) << "channel_stats: image dataset '" << dataset.name() << "' is empty";
+  const int64_t cc = dataset.channels();
+  std::vector<double> sum(size_t(cc), 0.0), sum_sq(size_t(cc), 0.0);
+  double count = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const Image image = dataset.image(i);
+    LSF_CHECK(image.channels == cc) << "channel_stats: " << dataset.describe(i) << " has " << image.channels
+                                    << " channels, the dataset " << cc;
+    for (size_t p = 0; p < image.pixels.size(); ++p) {
+      const double v = image.pixels[p] / 255.0;
+      sum[p % size_t(cc)] += v;
+      sum_sq[p % size_t(cc)] += v * v;
+    }
+    count += double(image.height * image.width);
+  }
+  ChannelStats stats;
+  for (int64_t c = 0; c < cc; ++c) {
+    const double mean = sum[size_t(c)] / count;
+    stats.mean.push_back(float(mean));
+    stats.std.push_back(float(std::sqrt(std::max(0.0, sum_sq[size_t(c)] / count - mean * mean))));
+  }
+  return stats;
 }
 
 }  // namespace lsf::data

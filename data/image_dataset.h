@@ -86,4 +86,13 @@ class InMemoryImageDataset : public ImageDataset {
 // Checks 0 ≤ index < dataset.size(), naming the dataset.
 void check_image_index(const ImageDataset& dataset, int64_t index);
 
+// Per-channel statistics of v / 255 over every pixel of the first `max_samples` samples (all
+// when ≤ 0): the mean and the population standard deviation, accumulated in double — the
+// "per-dataset" normalisation constants (Fashion-MNIST train: 0.2860, 0.3530).
+struct ChannelStats {
+  std::vector<float> mean;  // [C]
+  std::vector<float> std;   // [C]
+};
+ChannelStats channel_stats(const ImageDataset& dataset, int64_t max_samples = 0);
+
 }  // namespace lsf::data

@@ -1,7 +1,8 @@
 // Image readers on tiny files each test writes itself: PNG decoding of every colour type and
 // depth (exact), JPEG decoding (within a tolerance of a smooth pattern), channel conversion,
 // image folders (class order, labels, lazy decoding), CIFAR-10/100 and IDX (plain and .gz)
-// records, the real Fashion-MNIST from Debian's package — and every error path naming the file.
+// records, per-channel statistics, the real Fashion-MNIST from Debian's package (counts, labels,
+// its known mean/std) — and every error path naming the file.
 #include <cstdio>  // jpeglib.h needs FILE and size_t declared first
 #include <jpeglib.h>
 
@@ -274,6 +275,20 @@ TEST_CASE("CIFAR-10 and CIFAR-100 binary records to RGB images", "[data][image]"
   test::write_bytes(dir / "data_batch_1.bin", record({3}, 0) + record({9}, 1));
   test::write_bytes(dir / "data_batch_2.bin", record({0}, 2));
   auto c10 = read_cifar10({dir / "data_batch_1.bin", dir / "data_batch_2.bin"});
+  {
+    // Channel statistics over the 3 images: plane c's bytes are ((c·1024 + p)·7 + 31·seed) % 256.
+    double sum = 0, sum_sq = 0;
+    for (int seed = 0; seed < 3; ++seed)
+      for (int p = 0; p < 1024; ++p) {
+        const double v = ((1024 + p) * 7 + seed * 31) % 256 / 255.0;  // channel 1 (green)
+        sum += v;
+        sum_sq += v * v;
+      }
+    const ChannelStats stats = channel_stats(*c10);
+    const double mean = sum / 3072;
+    CHECK(std::fabs(stats.mean[1] - mean) < 1e-6);  // float32 of a double result
+    CHECK(std::fabs(stats.std[1] - std::sqrt(sum_sq / 3072 - mean * mean)) < 1e-6);
+  }
   REQUIRE(c10->size() == 3);
   CHECK(c10->height() == 32);
   CHECK(c10->channels() == 3);
@@ -378,5 +393,11 @@ TEST_CASE("Fashion-MNIST from Debian's dataset-fashion-mnist", "[data][image]") 
     }
     // Fashion-MNIST is balanced: 6,000 / 1,000 images of each class.
     CHECK(per_class == std::vector<int64_t>(10, count / 10));
+    if (std::string(split) == "train") {
+      // Its widely quoted normalisation constants, to the 4 decimals they are quoted with.
+      const ChannelStats stats = channel_stats(*d);
+      CHECK(std::fabs(stats.mean[0] - 0.2860) < 5e-5);
+      CHECK(std::fabs(stats.std[0] - 0.3530) < 5e-5);
+    }
   }
 }
