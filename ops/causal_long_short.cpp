@@ -14,6 +14,7 @@
 #include "lsformer/ops/binary.h"
 #include "lsformer/ops/kernels/binary.h"
 #include "lsformer/ops/factory.h"
+#include "lsformer/ops/flops.h"
 #include "lsformer/ops/index.h"
 #include "lsformer/ops/kernels/index.h"
 #include "lsformer/ops/matmul.h"
@@ -89,6 +90,7 @@ Tensor causal_long_short_attention(const CausalLongShortInputs& inputs, const Ca
   const CausalLongShortInputs in = contiguous_inputs(inputs);
   Tensor out = empty({s.B, s.h, s.M, s.e}, in.q.options());
   Tensor lse = empty({s.B, s.h, s.M}, in.q.options());
+  count_multiply_adds(op, 3 * s.B * s.h * s.M * (s.Nc + s.w) * s.e);  // content + position logits, weighted sum
   if (out.numel() > 0) causal_long_short_forward_kernel(in.q.device(), out, lse, in, g);
   const TensorList list = as_list(in);
   if (autograd::any_requires_grad(list)) {

@@ -9,6 +9,7 @@
 
 #include "lsformer/engine/autograd.h"
 #include "lsformer/ops/factory.h"
+#include "lsformer/ops/flops.h"
 
 namespace lsf {
 
@@ -83,6 +84,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
 
   const Tensor xc = contiguous_detached(x), wc = contiguous_detached(weight), bc = contiguous_detached(bias);
   Tensor y = empty(y_shape, x.options());
+  count_multiply_adds("conv2d", shape_numel(y_shape) * weight.size(1) * weight.size(2) * weight.size(3));
   if (y.numel() > 0) conv2d_forward_kernel(x.device(), y, xc, wc, bc, options);
   if (unbatched) y = y.squeeze(0);
 

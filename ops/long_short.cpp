@@ -7,11 +7,12 @@
 #include <limits>
 
 #include "lsformer/engine/autograd.h"
-#include "lsformer/ops/dropout.h"
-#include "lsformer/ops/kernels/dropout.h"
 #include "lsformer/ops/binary.h"
 #include "lsformer/ops/kernels/binary.h"
+#include "lsformer/ops/dropout.h"
+#include "lsformer/ops/kernels/dropout.h"
 #include "lsformer/ops/factory.h"
+#include "lsformer/ops/flops.h"
 #include "lsformer/ops/index.h"
 #include "lsformer/ops/kernels/index.h"
 #include "lsformer/ops/matmul.h"
@@ -116,6 +117,7 @@ Tensor long_short_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
 
   Tensor out = empty(q.shape(), q.options());
   Tensor lse = empty({B, h, n}, q.options());
+  count_multiply_adds(kName, 2 * B * h * n * (R + geo.span()) * e);  // logits and weighted sum
   if (B * h * n > 0) long_short_forward_kernel(q.device(), out, lse, qc, kc, vc, kbc, vbc, m, geo, drop);
 
   const bool grad_kbar = kbar.defined();

@@ -14,6 +14,7 @@
 
 #include "lsformer/engine/autograd.h"
 #include "lsformer/ops/factory.h"
+#include "lsformer/ops/flops.h"
 
 namespace lsf {
 
@@ -111,6 +112,7 @@ void check_operands(const char* op, const Tensor& a, const Tensor& b) {
 Tensor product(const char* op, const Tensor& a, const Tensor& b, const Tensor& am, const Tensor& bm,
                const Shape& batch, const Shape& out_shape) {
   const int64_t M = am.size(-2), N = bm.size(-1);
+  count_multiply_adds(op, shape_numel(batch) * M * N * am.size(-1));
   Tensor c = empty(with_matrix(batch, M, N), a.options());
   gemm_into(c, am, bm, batch);
   Tensor out;
