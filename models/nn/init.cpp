@@ -67,7 +67,13 @@ void check_float(const Tensor& t, const char* op) {
                                     << " of shape " << t.shape();
 }
 
+thread_local int skip_random_init_depth = 0;
+
 }  // namespace
+
+SkipRandomInit::SkipRandomInit() { ++skip_random_init_depth; }
+SkipRandomInit::~SkipRandomInit() { --skip_random_init_depth; }
+bool SkipRandomInit::active() { return skip_random_init_depth > 0; }
 
 Fans calculate_fan_in_and_fan_out(const Tensor& t) {
   LSF_CHECK(t.defined()) << "calculate_fan_in_and_fan_out: the tensor is undefined";
@@ -97,11 +103,13 @@ double calculate_gain(Nonlinearity nonlinearity, std::optional<double> param) {
 
 const Tensor& uniform_(const Tensor& t, double low, double high, Generator* generator) {
   check_float(t, "init::uniform_");
+  if (SkipRandomInit::active()) return t;
   return ::lsf::uniform_(t, low, high, generator);
 }
 
 const Tensor& normal_(const Tensor& t, double mean, double std, Generator* generator) {
   check_float(t, "init::normal_");
+  if (SkipRandomInit::active()) return t;
   return ::lsf::normal_(t, mean, std, generator);
 }
 
@@ -112,7 +120,7 @@ const Tensor& trunc_normal_(const Tensor& t, double mean, double std, double a, 
   LSF_CHECK(mean >= a - 2 * std && mean <= b + 2 * std)
       << "init::trunc_normal_: mean " << mean << " is more than 2 std (" << std << ") from [" << a << ", " << b
       << "]: the values would mostly be clamped";
-  if (t.numel() == 0) return t;
+  if (t.numel() == 0 || SkipRandomInit::active()) return t;
   NoGradGuard no_grad;
   // u ~ U(2Φ(α) − 1, 2Φ(β) − 1), value = mean + std·√2·erfinv(u): the normal quantile of a
   // uniform draw from [Φ(α), Φ(β)].
@@ -121,13 +129,17 @@ const Tensor& trunc_normal_(const Tensor& t, double mean, double std, double a, 
   ::lsf::uniform_(host, lo, hi, generator);
   double* p = host.data_ptr<double>();
   const double scale = std * std::sqrt(2.0);
-  for (int64_t i = 0, n = host.numel(); i < n; ++i) p[i] = std::clamp(mean + scale * erfinv(p[i]), a, b);
+  const int64_t n = host.numel();
+  // Elementwise (each value depends on its own uniform only), so threads change nothing.
+#pragma omp parallel for schedule(static) if (n >= 65536)
+  for (int64_t i = 0; i < n; ++i) p[i] = std::clamp(mean + scale * erfinv(p[i]), a, b);
   t.copy_(host.to(t.device()));
   return t;
 }
 
 const Tensor& xavier_uniform_(const Tensor& t, double gain, Generator* generator) {
   check_float(t, "init::xavier_uniform_");
+  if (SkipRandomInit::active()) return t;
   if (t.numel() == 0) return t;
   const Fans f = calculate_fan_in_and_fan_out(t);
   const double bound = gain * std::sqrt(6.0 / double(f.fan_in + f.fan_out));
@@ -136,6 +148,7 @@ const Tensor& xavier_uniform_(const Tensor& t, double gain, Generator* generator
 
 const Tensor& xavier_normal_(const Tensor& t, double gain, Generator* generator) {
   check_float(t, "init::xavier_normal_");
+  if (SkipRandomInit::active()) return t;
   if (t.numel() == 0) return t;
   const Fans f = calculate_fan_in_and_fan_out(t);
   return ::lsf::normal_(t, 0.0, gain * std::sqrt(2.0 / double(f.fan_in + f.fan_out)), generator);
@@ -144,6 +157,7 @@ const Tensor& xavier_normal_(const Tensor& t, double gain, Generator* generator)
 const Tensor& kaiming_uniform_(const Tensor& t, double a, FanMode mode, Nonlinearity nonlinearity,
                                Generator* generator) {
   check_float(t, "init::kaiming_uniform_");
+  if (SkipRandomInit::active()) return t;
   if (t.numel() == 0) return t;
   const double bound = calculate_gain(nonlinearity, a) * std::sqrt(3.0 / double(fan(t, mode)));
   return ::lsf::uniform_(t, -bound, bound, generator);
@@ -152,6 +166,7 @@ const Tensor& kaiming_uniform_(const Tensor& t, double a, FanMode mode, Nonlinea
 const Tensor& kaiming_normal_(const Tensor& t, double a, FanMode mode, Nonlinearity nonlinearity,
                               Generator* generator) {
   check_float(t, "init::kaiming_normal_");
+  if (SkipRandomInit::active()) return t;
   if (t.numel() == 0) return t;
   return ::lsf::normal_(t, 0.0, calculate_gain(nonlinearity, a) / std::sqrt(double(fan(t, mode))), generator);
 }

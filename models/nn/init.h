@@ -18,6 +18,20 @@
 
 namespace lsf::nn::init {
 
+// While one is alive on this thread, the random initialisers below (uniform_, normal_,
+// trunc_normal_, xavier_*, kaiming_*) return without touching the tensor or the generator:
+// for building a model only to count its parameters, or one whose state is loaded right after
+// (a checkpoint). Constant fills (zeros_, ones_, constant_) still run. Guards nest.
+//   { nn::init::SkipRandomInit skip; ViLClassifier m(options); count = m.parameter_count(); }
+class SkipRandomInit {
+ public:
+  SkipRandomInit();
+  ~SkipRandomInit();
+  SkipRandomInit(const SkipRandomInit&) = delete;
+  SkipRandomInit& operator=(const SkipRandomInit&) = delete;
+  static bool active();
+};
+
 enum class Nonlinearity { Linear, Conv, Sigmoid, Tanh, ReLU, LeakyReLU, SELU };
 enum class FanMode { FanIn, FanOut };
 
