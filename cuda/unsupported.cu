@@ -2,19 +2,31 @@
 // an lsf::Error naming kernel and device instead of a "missing kernel" surprise.
 //   - conv2d forward/backward: a GPU convolution belongs on cuDNN, which lsformer does not
 //     wrap yet (conv2d only serves the small image front-ends; run them on the CPU).
+//   - batch norm and 2-D pooling (avg, max, adaptive avg): they serve the small CNN baseline and
+//     CvT's convolutional projections, which run on the CPU with conv2d until cuDNN is wrapped.
 //   - the causal long-short attention kernels: only the bidirectional op has fused GPU kernels
 //     so far (cuda/long_short.cu); a causal layer runs on a GPU through its composed path
 //     (set_fused(false)).
 #include "lsformer/engine/device.h"
+#include "lsformer/ops/batch_norm.h"
 #include "lsformer/ops/causal_long_short.h"
 #include "lsformer/ops/kernels/causal_long_short.h"
 #include "lsformer/ops/conv.h"
 #include "lsformer/ops/kernels/conv.h"
+#include "lsformer/ops/pool.h"
 
 namespace lsf::cuda {
 
 LSF_MARK_UNSUPPORTED(conv2d_forward_kernel, DeviceType::CUDA);
 LSF_MARK_UNSUPPORTED(conv2d_backward_kernel, DeviceType::CUDA);
+LSF_MARK_UNSUPPORTED(batch_norm_forward_kernel, DeviceType::CUDA);
+LSF_MARK_UNSUPPORTED(batch_norm_backward_kernel, DeviceType::CUDA);
+LSF_MARK_UNSUPPORTED(avg_pool2d_forward_kernel, DeviceType::CUDA);
+LSF_MARK_UNSUPPORTED(avg_pool2d_backward_kernel, DeviceType::CUDA);
+LSF_MARK_UNSUPPORTED(max_pool2d_forward_kernel, DeviceType::CUDA);
+LSF_MARK_UNSUPPORTED(max_pool2d_backward_kernel, DeviceType::CUDA);
+LSF_MARK_UNSUPPORTED(adaptive_avg_pool2d_forward_kernel, DeviceType::CUDA);
+LSF_MARK_UNSUPPORTED(adaptive_avg_pool2d_backward_kernel, DeviceType::CUDA);
 LSF_MARK_UNSUPPORTED(causal_long_short_forward_kernel, DeviceType::CUDA);
 LSF_MARK_UNSUPPORTED(causal_long_short_backward_kernel, DeviceType::CUDA);
 
