@@ -502,3 +502,75 @@ TEST_CASE("2-D long-short attention rejects bad configurations with clear messag
   CHECK_THROWS_WITH(LongShortAttention2d({.dim = 8, .heads = 2, .window = 2, .rank = -1}),
                     Contains("LongShortAttention2d") && Contains("r = -1"));
 }
+
+// ---- external projections and the projection stride (CvT*-LS extensions) -------------------------
+
+TEST_CASE("forward_projected with the module's own projections equals forward", "[long_short_2d]") {
+  // The core of a module built with external_projections, fed qkv(x) and to_dynamic_projection(x
+  // patches) of an ordinary module with the same remaining parameters, gives the same output.
+  LongShortAttention2d own({.dim = 8, .heads = 2, .window = 2, .rank = 3});
+  randomise(own, 31);
+  LongShortAttention2d ext({.dim = 8, .heads = 2, .window = 2, .rank = 3, .external_projections = true});
+  CHECK(!ext.qkv);
+  CHECK(!ext.to_dynamic_projection);
+  std::map<std::string, Tensor> shared;
+  for (const auto& [name, t] : own.state_dict()) shared[name] = t;
+  ext.load_state_dict(shared, /*strict=*/false);  // qkv / to_dynamic_projection are "unexpected"
+  own.to(kF64);
+  ext.to(kF64);
+  Tensor x = test::grad_input({2, 17, 8}, 32);
+  TensorList parts = split(own.qkv->forward(x), 8, 2);
+  Tensor logits = own.to_dynamic_projection->forward(x.narrow(1, 1, 16));
+  // Same ops in the same order: equal to the last bit.
+  test::check_close(ext.forward_projected(parts[0], parts[1], parts[2], logits, map_args(4, 1)),
+                    own.forward(x, map_args(4, 1)), 0, 0);
+  CHECK_THROWS_WITH(ext.forward(x, map_args(4, 1)), Catch::Contains("external_projections"));
+  CHECK_THROWS_WITH(ext.forward_projected(parts[0], parts[1], parts[2], Tensor(), map_args(4, 1)),
+                    Catch::Contains("projection_logits must be [B, ⌈H/s⌉·⌈W/s⌉, h·r] = [2, 16, 6]"));
+  CHECK_THROWS_WITH(ext.forward_projected(parts[0], parts[1].narrow(1, 0, 9), parts[2], logits, map_args(4, 1)),
+                    Catch::Contains("q, k and v must share one shape"));
+}
+
+TEST_CASE("projection_stride s compresses only every s-th row and column", "[long_short_2d]") {
+  // Stride 2 on a 6×6 map keeps rows/columns 0, 2, 4 (9 tokens). Equivalent: stride 1 with the
+  // other tokens' projection logits at −∞, so the softmax over tokens gives them weight 0.
+  for (int64_t g : {0, 1}) {
+    INFO("g = " << g);
+    LongShortAttention2dOptions o{.dim = 8, .heads = 2, .window = 3, .rank = 2, .external_projections = true};
+    LongShortAttention2d full(o);
+    o.projection_stride = 2;
+    LongShortAttention2d strided(o);
+    randomise(full, 41);
+    strided.load_state_dict([&] {
+      std::map<std::string, Tensor> s;
+      for (const auto& [name, t] : full.state_dict()) s[name] = t;
+      return s;
+    }());
+    full.to(kF64);
+    strided.to(kF64);
+    const int64_t nx = 6, N = 36;
+    Tensor q = test::grad_input({1, g + N, 8}, 42), k = test::grad_input({1, g + N, 8}, 43),
+           v = test::grad_input({1, g + N, 8}, 44);
+    Tensor kept_logits = test::grad_input({1, 9, 4}, 45);
+    std::vector<double> dense(size_t(N * 4), -INFINITY);
+    const std::vector<double> kv = kept_logits.to_vector<double>();
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < 3; ++j)
+        for (int64_t c = 0; c < 4; ++c) dense[size_t(((2 * i) * nx + 2 * j) * 4 + c)] = kv[size_t((i * 3 + j) * 4 + c)];
+    Tensor y_strided = strided.forward_projected(q, k, v, kept_logits, map_args(nx, g));
+    Tensor y_masked = full.forward_projected(q, k, v, tensor(dense, {1, N, 4}), map_args(nx, g));
+    // Zero-weight terms add exact zeros; the remaining sums differ only in how BLAS blocks them:
+    // 16·N·2⁻⁵³ covers a reordered sum of ≤ N = 36 terms through the ≈ 8 stages of the layer.
+    test::check_close(y_strided, y_masked, 16 * N * 0x1p-53, 16 * N * 0x1p-53);
+    auto r = testing::gradcheck(
+        [&](const TensorList& in) { return strided.forward_projected(in[0], in[1], in[2], in[3], map_args(nx, g)); },
+        {q, k, v, kept_logits});
+    INFO(r.message);
+    CHECK(r.ok);
+  }
+  // The module's own W_P also reads every s-th patch (4×4 map, s = 3: rows/columns 0 and 3).
+  LongShortAttention2d own({.dim = 8, .heads = 2, .window = 2, .rank = 1, .projection_stride = 3});
+  CHECK(own.forward(randn({1, 17, 8}), map_args(4, 1)).shape() == Shape{1, 17, 8});
+  CHECK_THROWS_WITH(LongShortAttention2d({.dim = 8, .heads = 2, .window = 2, .projection_stride = 0}),
+                    Catch::Contains("projection_stride = 0"));
+}

@@ -22,6 +22,10 @@
 //  * Softmaxes run in the activation dtype (f32 or f64): the CPU computes in f32 or f64 (bf16 and
 //    f16 are storage types there), so the "fp32 softmax" of docs/transformer-ls.md §1.1 holds for
 //    f32 activations and f64 is used as-is for checks.
+//  * Extensions for CvT*-LS, not in the official code (both off by default): external_projections
+//    (q, k, v and the projection logits come from the caller, forward_projected) and
+//    projection_stride s > 1 (the dynamic projection compresses only every s-th row and column of
+//    LN_L(k), LN_L(v), like CvT's stride-s key/value convolutions; the window keeps every key).
 //  * Initialisation follows ViL (§4.4): Linear weights trunc-normal std 0.02, biases 0,
 //    LayerNorms (1, 0), the RPE table trunc-normal 0.02.
 #include "lsformer/models/attention/long_short_2d.h"
@@ -89,6 +93,13 @@ WindowIndex build_window_index(int64_t nx, int64_t w, int64_t side, Device devic
   return idx;
 }
 
+// Every s-th row and column of the patch map: [B, h, nx·nx, e] → [B, h, ⌈nx/s⌉², e] (the
+// positions a stride-s convolution with "same" padding is centred on).
+Tensor subsample_map(const Tensor& t, int64_t nx, int64_t s) {
+  const int64_t B = t.size(0), h = t.size(1), e = t.size(3), ns = (nx + s - 1) / s;
+  return t.reshape({B, h, nx, nx, e}).slice(2, 0, nx, s).slice(3, 0, nx, s).reshape({B, h, ns * ns, e});
+}
+
 }  // namespace
 
 int64_t LongShortAttention2d::rpe_table_rows(int64_t window) {
@@ -124,6 +135,7 @@ LongShortAttention2d::LongShortAttention2d(const LongShortAttention2dOptions& op
       << kOp << ": dim = " << o.dim << " must be positive and divisible by heads = " << o.heads;
   LSF_CHECK(o.window >= 1) << kOp << ": window w = " << o.window << " must be ≥ 1";
   LSF_CHECK(o.rank >= 0) << kOp << ": rank r = " << o.rank << " must be ≥ 0";
+  LSF_CHECK(o.projection_stride >= 1) << kOp << ": projection_stride = " << o.projection_stride << " must be ≥ 1";
   LSF_CHECK(!(o.rpe && o.window == 1))
       << kOp << ": w = 1 with rpe is unusable (the official table for p = ⌊w/2⌋ = 0 has 1 row but the window is "
       << "3×3 keys, §4.3); set rpe = false or use w ≥ 2";
@@ -140,11 +152,11 @@ LongShortAttention2d::LongShortAttention2d(const LongShortAttention2dOptions& op
     init::trunc_normal_(local_relative_position_bias_table, 0.0, 0.02);
     relative_position_index = register_buffer("relative_position_index", relative_position_index_for(o.window));
   }
-  qkv = register_module("qkv", std::make_shared<Linear>(o.dim, 3 * o.dim, o.qkv_bias));
+  if (!o.external_projections) qkv = register_module("qkv", std::make_shared<Linear>(o.dim, 3 * o.dim, o.qkv_bias));
   attn_drop = register_module("attn_drop", std::make_shared<Dropout>(o.attn_drop));
   proj = register_module("proj", std::make_shared<Linear>(o.dim, o.dim));
   proj_drop = register_module("proj_drop", std::make_shared<Dropout>(o.proj_drop));
-  if (o.rank > 0) {
+  if (o.rank > 0 && !o.external_projections) {
     to_dynamic_projection =
         register_module("to_dynamic_projection", std::make_shared<Linear>(o.dim, o.heads * o.rank));
   }
@@ -165,7 +177,7 @@ std::string LongShortAttention2d::extra_repr() const {
   return os.str();
 }
 
-Tensor LongShortAttention2d::forward(const Tensor& x, const AttentionArgs& args) {
+int64_t LongShortAttention2d::check_args(const Tensor& x, const AttentionArgs& args) const {
   const auto& o = options_;
   LSF_CHECK(x.defined()) << kOp << ": the input is undefined";
   LSF_CHECK(!args.mask.defined()) << kOp << ": a padding mask is not supported by the 2-D attention (leave args.mask undefined)";
@@ -188,11 +200,47 @@ Tensor LongShortAttention2d::forward(const Tensor& x, const AttentionArgs& args)
       << kOp << ": x of shape " << x.shape() << " does not match [B, num_global + height·width, dim] = [B, " << g + N
       << ", " << o.dim << "]";
   LSF_CHECK(x.dtype() == kF32 || x.dtype() == kF64) << kOp << ": x must be f32 or f64, got " << x.dtype();
+  return nx;
+}
 
-  const int64_t B = x.size(0), h = o.heads, e = head_dim_, C = o.dim, r = o.rank, side = side_, T = span_;
+Tensor LongShortAttention2d::forward(const Tensor& x, const AttentionArgs& args) {
+  LSF_CHECK(!options_.external_projections)
+      << kOp << ": built with external_projections (no qkv / to_dynamic_projection): call forward_projected";
+  const int64_t nx = check_args(x, args), g = args.num_global, N = nx * nx;
+  TensorList qkv_parts = split(qkv->forward(x), options_.dim, 2);  // 3 × [B, g+N, C]
+  Tensor logits;  // [B, Ns, h·r]
+  if (options_.rank > 0) {
+    Tensor patches = x.narrow(1, g, N);  // [B, N, C]
+    if (options_.projection_stride > 1) {
+      const int64_t s = options_.projection_stride;
+      patches = patches.reshape({x.size(0), nx, nx, options_.dim}).slice(1, 0, nx, s).slice(2, 0, nx, s).reshape(
+          {x.size(0), -1, options_.dim});
+    }
+    logits = to_dynamic_projection->forward(patches);
+  }
+  return forward_projected(qkv_parts[0], qkv_parts[1], qkv_parts[2], logits, args);
+}
+
+Tensor LongShortAttention2d::forward_projected(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                                               const Tensor& projection_logits, const AttentionArgs& args) {
+  const auto& o = options_;
+  const int64_t nx = check_args(q_in, args), w = o.window, g = args.num_global, N = nx * nx;
+  LSF_CHECK(k_in.defined() && v_in.defined() && k_in.shape() == q_in.shape() && v_in.shape() == q_in.shape() &&
+            k_in.dtype() == q_in.dtype() && v_in.dtype() == q_in.dtype())
+      << kOp << ": q, k and v must share one shape and dtype, got " << q_in.shape() << ", "
+      << (k_in.defined() ? k_in.shape() : Shape{}) << " and " << (v_in.defined() ? v_in.shape() : Shape{});
+  const int64_t B = q_in.size(0), h = o.heads, e = head_dim_, C = o.dim, r = o.rank, side = side_, T = span_;
+  const int64_t stride = o.projection_stride, ns = (nx + stride - 1) / stride, Ns = ns * ns;  // compressed tokens
+  LSF_CHECK(r == 0 ? !projection_logits.defined()
+                   : (projection_logits.defined() && projection_logits.shape() == Shape{B, Ns, h * r} &&
+                      projection_logits.dtype() == q_in.dtype()))
+      << kOp << ": projection_logits must be [B, ⌈H/s⌉·⌈W/s⌉, h·r] = [" << B << ", " << Ns << ", " << h * r
+      << "] (projection stride s = " << stride << ") of q's dtype when r > 0 and undefined when r = 0, got "
+      << (projection_logits.defined() ? projection_logits.shape() : Shape{});
   const int64_t groups = (nx / w) * (nx / w), P = nx + 2 * side;
-  if (cached_side_len_ != nx || query_order_.device() != x.device()) {
-    WindowIndex built = build_window_index(nx, w, side, x.device());
+  const Device device = q_in.device();
+  if (cached_side_len_ != nx || query_order_.device() != device) {
+    WindowIndex built = build_window_index(nx, w, side, device);
     query_order_ = built.query_order;
     patch_to_slot_ = built.patch_to_slot;
     key_blocks_ = built.key_blocks;
@@ -202,13 +250,12 @@ Tensor LongShortAttention2d::forward(const Tensor& x, const AttentionArgs& args)
   const WindowIndex idx{query_order_, patch_to_slot_, key_blocks_, off_image_};
 
   // 1–2. q, k, v; q scaled by e^-1/2; LN_L over the full width for k and v of all tokens.
-  TensorList qkv_parts = split(qkv->forward(x), C, 2);  // 3 × [B, g+N, C]
   auto heads_of = [&](const Tensor& t) {             // [B, n, C] → [B, h, n, e]
     return t.reshape({B, t.size(1), h, e}).permute({0, 2, 1, 3});
   };
-  Tensor q = heads_of(mul(qkv_parts[0], 1.0 / std::sqrt(double(e))));
-  Tensor k = heads_of(dual_ln_full->forward(qkv_parts[1]));
-  Tensor v = heads_of(dual_ln_full->forward(qkv_parts[2]));
+  Tensor q = heads_of(mul(q_in, 1.0 / std::sqrt(double(e))));
+  Tensor k = heads_of(dual_ln_full->forward(k_in));
+  Tensor v = heads_of(dual_ln_full->forward(v_in));
 
   // 3. Global rows and patch rows.
   Tensor qp = q.narrow(2, g, N), kp = k.narrow(2, g, N), vp = v.narrow(2, g, N);  // [B, h, N, e]
@@ -221,10 +268,11 @@ Tensor LongShortAttention2d::forward(const Tensor& x, const AttentionArgs& args)
   // 4–5. Dynamic projection over the patch tokens.
   Tensor kbar, vbar;
   if (r > 0) {
-    Tensor pl = to_dynamic_projection->forward(x.narrow(1, g, N));         // [B, N, h·r], column head·r + slot
-    Tensor pm = softmax(pl.view({B, N, h, r}).permute({0, 2, 3, 1}), -1);  // [B, h, r, N]
+    // projection_logits [B, Ns, h·r], column head·r + slot → P [B, h, r, Ns], softmax over tokens.
+    Tensor pm = softmax(projection_logits.reshape({B, Ns, h, r}).permute({0, 2, 3, 1}), -1);
     auto compress = [&](const Tensor& t) {                                 // [B, h, N, e] → [B, h, r, e]
-      Tensor merged = matmul(pm, t).permute({0, 2, 1, 3}).reshape({B, r, C});
+      Tensor kept = stride == 1 ? t : subsample_map(t, nx, stride);       // [B, h, Ns, e]
+      Tensor merged = matmul(pm, kept).permute({0, 2, 1, 3}).reshape({B, r, C});
       return heads_of(dual_ln_dp->forward(merged));
     };
     kbar = compress(kp);
@@ -243,9 +291,9 @@ Tensor LongShortAttention2d::forward(const Tensor& x, const AttentionArgs& args)
   wl = masked_fill(wl, idx.off_image, -INFINITY);
   if (o.rpe) {
     Tensor bias = index_select(local_relative_position_bias_table, 0,
-                               relative_position_index.to(x.device()).reshape({w * w * T * T}));  // [w²T², h]
+                               relative_position_index.to(device).reshape({w * w * T * T}));  // [w²T², h]
     bias = bias.view({w * w, T * T, h}).permute({2, 0, 1}).unsqueeze(1);                         // [h, 1, w², T²]
-    wl = add(wl, bias.to(x.dtype()));
+    wl = add(wl, bias.to(q_in.dtype()));
   }
   logits.push_back(wl);
   values.push_back(vw);

@@ -16,6 +16,13 @@
 // checkpoints load strictly), qkv (Linear C → 3C, bias by qkv_bias), proj (Linear C → C),
 // to_dynamic_projection (Linear C → h·r, only when r > 0), dual_ln_dp (LN_G) and dual_ln_full
 // (LN_L), both LayerNorm(C, eps 1e-5). Children attn_drop / proj_drop hold no parameters.
+//
+// With external_projections the module holds no qkv and no to_dynamic_projection: the caller
+// computes q, k, v and the projection logits itself (CvT*-LS's convolutional projections,
+// models/vision/cvt_ls_attention.h) and calls forward_projected; everything after the input
+// projections (scaling, DualLN, the three slot sets, the global update, proj) is shared.
+// With projection_stride s > 1 (also CvT*-LS), K̄ and V̄ compress only the keys and values of
+// every s-th row and column, as CvT's stride-s key/value projections would give them.
 #pragma once
 
 #include <memory>
@@ -37,6 +44,8 @@ struct LongShortAttention2dOptions {
   bool qkv_bias = true;    // MsViT's default qkv_bias = True
   double attn_drop = 0.0;  // dropout on the joint attention probabilities (not on the global update)
   double proj_drop = 0.0;  // dropout after proj
+  bool external_projections = false;  // no qkv / to_dynamic_projection: use forward_projected
+  int64_t projection_stride = 1;      // s ≥ 1: the dynamic projection sees every s-th row and column
 };
 
 class LongShortAttention2d : public Attention {
@@ -48,6 +57,16 @@ class LongShortAttention2d : public Attention {
   // official code uses one side nx) and multiples of w. Returns [B, g + H·W, C].
   // args.mask, args.memory and args.cls are not supported and rejected.
   Tensor forward(const Tensor& x, const AttentionArgs& args = {}) override;
+  // The attention from given input projections (args as for forward):
+  //   q, k, v [B, g + H·W, C]: the raw projections of every token (global rows first), before
+  //     the e^-1/2 query scale and LN_L, which this applies;
+  //   projection_logits [B, Ns, h·r]: the dynamic-projection logits of the patch tokens
+  //     (column head·r + slot), before the softmax over tokens; undefined when r = 0. With
+  //     projection_stride s the tokens are those of every s-th row and column, Ns = ⌈H/s⌉·⌈W/s⌉
+  //     (s = 1: all H·W patches, the official layer).
+  // forward(x) is forward_projected(qkv(x) split in three, to_dynamic_projection(x patches)).
+  Tensor forward_projected(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& projection_logits,
+                           const AttentionArgs& args);
   std::string extra_repr() const override;
 
   const LongShortAttention2dOptions& options() const { return options_; }
@@ -61,9 +80,9 @@ class LongShortAttention2d : public Attention {
   // Rows of the official table for window w: 2(w+p−1)(2p+w+1)+1, p = ⌊w/2⌋.
   static int64_t rpe_table_rows(int64_t window);
 
-  std::shared_ptr<Linear> qkv;
+  std::shared_ptr<Linear> qkv;                    // null with external_projections
   std::shared_ptr<Linear> proj;
-  std::shared_ptr<Linear> to_dynamic_projection;  // null when rank == 0
+  std::shared_ptr<Linear> to_dynamic_projection;  // null when rank == 0 or external_projections
   std::shared_ptr<LayerNorm> dual_ln_dp;          // LN_G: projected keys and values
   std::shared_ptr<LayerNorm> dual_ln_full;        // LN_L: keys and values of all tokens
   std::shared_ptr<Dropout> attn_drop;
@@ -72,6 +91,9 @@ class LongShortAttention2d : public Attention {
   Tensor relative_position_index;                 // [w², T²] i64 buffer, undefined without rpe
 
  private:
+  // Checks the arguments; returns the map side nx.
+  int64_t check_args(const Tensor& x, const AttentionArgs& args) const;
+
   LongShortAttention2dOptions options_;
   int64_t head_dim_ = 0, side_ = 0, span_ = 0;
   // Index tensors of the last map side / device seen (rebuilt when either changes): query order
