@@ -98,6 +98,14 @@ TEST_CASE("ViL arch strings accept full-attention stages with several global tok
   CHECK_NOTHROW(vision::parse_vil_arch("l1,h2,d6,a1"));
   auto s = vision::parse_vil_arch("l1,s0,g3,f1,a1");
   CHECK(s[0].global_tokens == 3);
+  // Two global tokens with relative biases (g2g [h, 2, 2], g2l [2, h, 2]) then a CLS readout.
+  ViLClassifier model({.arch = "l1,h2,d8,n1,s0,g2,p2,a0_l2,h2,d8,n1,s0,g1,p2,a0", .image_size = 8,
+                       .in_channels = 3, .num_classes = 4});
+  auto* full = dynamic_cast<vision::ViLFullAttention*>(model.layers[0]->attn_blocks[0]->attn.get());
+  REQUIRE(full != nullptr);
+  CHECK(full->g2g_relative_position_bias.shape() == Shape{2, 2, 2});
+  CHECK(full->g2l_relative_position_bias.shape() == Shape{2, 2, 2});
+  CHECK(model.forward(randn({2, 3, 8, 8})).shape() == Shape{2, 4});
 }
 
 // ---- names and the PyTorch reference ------------------------------------------------------------------
