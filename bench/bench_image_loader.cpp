@@ -17,11 +17,11 @@
 #include <thread>
 #include <vector>
 
-#include "data/idx.h"
-#include "data/image_decode.h"
-#include "data/image_folder.h"
-#include "data/image_loader.h"
-#include "data/sample_random.h"
+#include "lsformer/data/idx.h"
+#include "lsformer/data/image_decode.h"
+#include "lsformer/data/image_folder.h"
+#include "lsformer/data/image_loader.h"
+#include "lsformer/data/sample_random.h"
 
 using namespace lsf;
 using namespace lsf::data;

@@ -9,11 +9,13 @@
 //     (set_fused(false)).
 #include "lsformer/engine/device.h"
 #include "lsformer/ops/batch_norm.h"
+#include "lsformer/ops/kernels/batch_norm.h"
 #include "lsformer/ops/causal_long_short.h"
 #include "lsformer/ops/kernels/causal_long_short.h"
 #include "lsformer/ops/conv.h"
 #include "lsformer/ops/kernels/conv.h"
 #include "lsformer/ops/pool.h"
+#include "lsformer/ops/kernels/pool.h"
 
 namespace lsf::cuda {
 

@@ -1,10 +1,10 @@
 // Truncated-BPTT training batches and the one-pass evaluation iterator (data/bptt.h).
-#include "data/bptt.h"
+#include "lsformer/data/bptt.h"
 
 #include <algorithm>
 #include <vector>
 
-#include "engine/error.h"
+#include "lsformer/engine/error.h"
 
 namespace lsf::data {
 namespace {

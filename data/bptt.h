@@ -48,8 +48,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "data/char_corpus.h"
-#include "engine/tensor.h"
+#include "lsformer/data/char_corpus.h"
+#include "lsformer/engine/tensor.h"
 
 namespace lsf::data {
 

@@ -1,15 +1,15 @@
 // Char-LM corpora: enwik8 / text8 readers, fractional splits, split directories (data/char_corpus.h).
-#include "data/char_corpus.h"
+#include "lsformer/data/char_corpus.h"
 
 #include <algorithm>
 #include <filesystem>
 #include <system_error>
 
-#include "data/compressed_file.h"
-#include "data/debian_corpus.h"
-#include "data/file_util.h"
-#include "engine/error.h"
-#include "engine/safetensors.h"
+#include "lsformer/data/compressed_file.h"
+#include "lsformer/data/debian_corpus.h"
+#include "lsformer/data/file_util.h"
+#include "lsformer/engine/error.h"
+#include "lsformer/engine/safetensors.h"
 
 namespace lsf::data {
 namespace {

@@ -1,10 +1,10 @@
 // CIFAR-10 / CIFAR-100 binary readers into RGB images (data/cifar.h).
-#include "data/cifar.h"
+#include "lsformer/data/cifar.h"
 
 #include <filesystem>
 
-#include "data/file_util.h"
-#include "engine/error.h"
+#include "lsformer/data/file_util.h"
+#include "lsformer/engine/error.h"
 
 namespace lsf::data {
 namespace {

@@ -1,5 +1,5 @@
 // zip entries through libzip and gzip files through zlib (data/compressed_file.h).
-#include "data/compressed_file.h"
+#include "lsformer/data/compressed_file.h"
 
 #include <zip.h>
 #include <zlib.h>
@@ -10,7 +10,7 @@
 #include <sstream>
 #include <system_error>
 
-#include "engine/error.h"
+#include "lsformer/engine/error.h"
 
 namespace lsf::data {
 namespace {

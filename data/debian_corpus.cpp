@@ -1,12 +1,12 @@
 // GCIDE from Debian's dict-gcide package as a char-LM corpus (data/debian_corpus.h).
-#include "data/debian_corpus.h"
+#include "lsformer/data/debian_corpus.h"
 
 #include <filesystem>
 #include <system_error>
 
-#include "data/compressed_file.h"
-#include "data/file_util.h"
-#include "engine/error.h"
+#include "lsformer/data/compressed_file.h"
+#include "lsformer/data/file_util.h"
+#include "lsformer/engine/error.h"
 
 namespace lsf::data {
 

@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "data/char_corpus.h"
+#include "lsformer/data/char_corpus.h"
 
 namespace lsf::data {
 

@@ -1,12 +1,12 @@
 // IDX readers through zlib (data/idx.h).
-#include "data/idx.h"
+#include "lsformer/data/idx.h"
 
 #include <zlib.h>
 
 #include <filesystem>
 #include <system_error>
 
-#include "engine/error.h"
+#include "lsformer/engine/error.h"
 
 namespace lsf::data {
 namespace {

@@ -1,11 +1,11 @@
 // InMemoryImageDataset: the small datasets (CIFAR, MNIST) decoded into one buffer.
-#include "data/image_dataset.h"
+#include "lsformer/data/image_dataset.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "engine/error.h"
+#include "lsformer/engine/error.h"
 
 namespace lsf::data {
 

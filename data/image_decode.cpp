@@ -5,7 +5,7 @@
 // function that holds only C objects (no destructors are skipped, which is what makes longjmp
 // across it defined), frees what the library allocated, and returns false; its C++ caller then
 // throws an lsf::Error naming the file. Output buffers are malloc'd inside and handed over.
-#include "data/image_decode.h"
+#include "lsformer/data/image_decode.h"
 
 #include <cstdio>  // jpeglib.h needs FILE and size_t declared first
 #include <jerror.h>
@@ -21,8 +21,8 @@
 #include <fstream>
 #include <system_error>
 
-#include "data/file_util.h"
-#include "engine/error.h"
+#include "lsformer/data/file_util.h"
+#include "lsformer/engine/error.h"
 
 namespace lsf::data {
 namespace {

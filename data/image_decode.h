@@ -29,7 +29,7 @@
 #include <cstdint>
 #include <string>
 
-#include "data/image_dataset.h"
+#include "lsformer/data/image_dataset.h"
 
 namespace lsf::data {
 

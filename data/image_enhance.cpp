@@ -1,10 +1,10 @@
 // Pillow-exact ImageOps tables and ImageEnhance blends (data/image_enhance.h).
-#include "data/image_enhance.h"
+#include "lsformer/data/image_enhance.h"
 
 #include <vector>
 
-#include "data/image_decode.h"
-#include "engine/error.h"
+#include "lsformer/data/image_decode.h"
+#include "lsformer/engine/error.h"
 
 namespace lsf::data {
 namespace {

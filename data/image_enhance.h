@@ -27,7 +27,7 @@
 #include <array>
 #include <cstdint>
 
-#include "data/image_dataset.h"
+#include "lsformer/data/image_dataset.h"
 
 namespace lsf::data {
 

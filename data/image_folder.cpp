@@ -1,5 +1,5 @@
 // ImageFolderDataset: listing root/<class>/**/<image> the way torchvision does (data/image_folder.h).
-#include "data/image_folder.h"
+#include "lsformer/data/image_folder.h"
 
 #include <algorithm>
 #include <cctype>
@@ -7,8 +7,8 @@
 #include <system_error>
 #include <utility>
 
-#include "data/image_decode.h"
-#include "engine/error.h"
+#include "lsformer/data/image_decode.h"
+#include "lsformer/engine/error.h"
 
 namespace lsf::data {
 namespace {

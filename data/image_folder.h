@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "data/image_dataset.h"
+#include "lsformer/data/image_dataset.h"
 
 namespace lsf::data {
 

@@ -1,12 +1,12 @@
 // ImageLoader: ordered delivery of batches computed ahead on worker threads (data/image_loader.h).
-#include "data/image_loader.h"
+#include "lsformer/data/image_loader.h"
 
 #include <algorithm>
 #include <chrono>
 #include <string>
 
-#include "data/batch.h"
-#include "engine/error.h"
+#include "lsformer/data/batch.h"
+#include "lsformer/engine/error.h"
 
 namespace lsf::data {
 namespace {

@@ -38,7 +38,7 @@
 #include <thread>
 #include <vector>
 
-#include "data/image_pipeline.h"
+#include "lsformer/data/image_pipeline.h"
 
 namespace lsf::data {
 

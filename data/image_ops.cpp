@@ -1,5 +1,5 @@
 // Pillow-exact crop, resize, flip, affine transform and rotation (data/image_ops.h).
-#include "data/image_ops.h"
+#include "lsformer/data/image_ops.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/error.h"
+#include "lsformer/engine/error.h"
 
 namespace lsf::data {
 namespace {

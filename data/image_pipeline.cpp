@@ -1,11 +1,11 @@
 // ImagePipeline: the recipe's per-sample transforms and per-batch mixing (data/image_pipeline.h).
-#include "data/image_pipeline.h"
+#include "lsformer/data/image_pipeline.h"
 
 #include <cmath>
 #include <cstring>
 
-#include "data/image_decode.h"
-#include "engine/error.h"
+#include "lsformer/data/image_decode.h"
+#include "lsformer/engine/error.h"
 
 namespace lsf::data {
 

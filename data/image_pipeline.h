@@ -26,11 +26,11 @@
 #include <string>
 #include <vector>
 
-#include "data/image_dataset.h"
-#include "data/image_transforms.h"
-#include "data/mixup.h"
-#include "data/rand_augment.h"
-#include "engine/tensor.h"
+#include "lsformer/data/image_dataset.h"
+#include "lsformer/data/image_transforms.h"
+#include "lsformer/data/mixup.h"
+#include "lsformer/data/rand_augment.h"
+#include "lsformer/engine/tensor.h"
 
 namespace lsf::data {
 

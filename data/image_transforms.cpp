@@ -1,12 +1,12 @@
 // torchvision / timm per-sample transforms (data/image_transforms.h).
-#include "data/image_transforms.h"
+#include "lsformer/data/image_transforms.h"
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 
-#include "data/image_enhance.h"
-#include "engine/error.h"
+#include "lsformer/data/image_enhance.h"
+#include "lsformer/engine/error.h"
 
 namespace lsf::data {
 

@@ -28,8 +28,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "data/image_ops.h"
-#include "data/sample_random.h"
+#include "lsformer/data/image_ops.h"
+#include "lsformer/data/sample_random.h"
 
 namespace lsf::data {
 

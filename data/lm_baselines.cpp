@@ -3,12 +3,12 @@
 // Both work on count tables (V and V² entries): the scored split's own counts are multiplied by
 // each cell's cost, so a 100M-token split costs one pass plus V² logarithms. Sums are in double:
 // 10^8 terms of at most ~30 bits each lose < 1e-7 relative precision.
-#include "data/lm_baselines.h"
+#include "lsformer/data/lm_baselines.h"
 
 #include <cmath>
 #include <vector>
 
-#include "engine/error.h"
+#include "lsformer/engine/error.h"
 
 namespace lsf::data {
 namespace {

@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-#include "data/char_corpus.h"
+#include "lsformer/data/char_corpus.h"
 
 namespace lsf::data {
 

@@ -1,11 +1,11 @@
 // timm's batch-mode Mixup / CutMix and smoothed soft targets (data/mixup.h).
-#include "data/mixup.h"
+#include "lsformer/data/mixup.h"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "engine/error.h"
+#include "lsformer/engine/error.h"
 
 namespace lsf::data {
 

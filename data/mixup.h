@@ -16,8 +16,8 @@
 
 #include <cstdint>
 
-#include "data/sample_random.h"
-#include "engine/tensor.h"
+#include "lsformer/data/sample_random.h"
+#include "lsformer/engine/tensor.h"
 
 namespace lsf::data {
 

@@ -1,12 +1,12 @@
 // timm's RandAugment on 8-bit images (data/rand_augment.h).
-#include "data/rand_augment.h"
+#include "lsformer/data/rand_augment.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "data/image_enhance.h"
-#include "engine/error.h"
+#include "lsformer/data/image_enhance.h"
+#include "lsformer/engine/error.h"
 
 namespace lsf::data {
 namespace {

@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "data/image_ops.h"
-#include "data/sample_random.h"
+#include "lsformer/data/image_ops.h"
+#include "lsformer/data/sample_random.h"
 
 namespace lsf::data {
 

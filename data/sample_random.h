@@ -21,8 +21,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "engine/error.h"
-#include "engine/random.h"
+#include "lsformer/engine/error.h"
+#include "lsformer/engine/random.h"
 
 namespace lsf::data {
 

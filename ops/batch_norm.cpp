@@ -1,10 +1,11 @@
 // batch_norm: argument checks, the forward kernel, the in-place running-statistics update and a
 // backward node saving x, the statistics used and the weight.
-#include "ops/batch_norm.h"
+#include "lsformer/ops/batch_norm.h"
+#include "lsformer/ops/kernels/batch_norm.h"
 
-#include "engine/autograd.h"
-#include "ops/binary.h"
-#include "ops/factory.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/ops/binary.h"
+#include "lsformer/ops/factory.h"
 
 namespace lsf {
 

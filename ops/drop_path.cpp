@@ -1,9 +1,9 @@
 // drop_path: a per-sample Bernoulli keep mask [B, 1, ..., 1] multiplied into x.
-#include "ops/drop_path.h"
+#include "lsformer/ops/drop_path.h"
 
-#include "engine/autograd.h"
-#include "ops/binary.h"
-#include "ops/factory.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/ops/binary.h"
+#include "lsformer/ops/factory.h"
 
 namespace lsf {
 

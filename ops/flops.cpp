@@ -1,5 +1,5 @@
 // FlopCounter: a thread-local stack of active counters (each links to the one it nests in).
-#include "ops/flops.h"
+#include "lsformer/ops/flops.h"
 
 namespace lsf {
 

@@ -1,12 +1,13 @@
 // avg_pool2d, max_pool2d, adaptive_avg_pool2d: argument checks, the kernel calls and backward
 // nodes (average pooling saves nothing but sizes; max pooling saves the argmax indices).
-#include "ops/pool.h"
+#include "lsformer/ops/pool.h"
+#include "lsformer/ops/kernels/pool.h"
 
 #include <ostream>
 
-#include "engine/autograd.h"
-#include "ops/factory.h"
-#include "ops/reduce.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/ops/factory.h"
+#include "lsformer/ops/reduce.h"
 
 namespace lsf {
 

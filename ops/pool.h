@@ -14,9 +14,8 @@
 // cells may overlap when Ho does not divide H.
 #pragma once
 
-#include "engine/dispatch.h"
-#include "engine/tensor.h"
-#include "ops/conv.h"  // Int2
+#include "lsformer/engine/tensor.h"
+#include "lsformer/ops/conv.h"  // Int2
 
 namespace lsf {
 
@@ -28,17 +27,6 @@ struct Pool2dOptions {
   bool ceil_mode = false;
   bool count_include_pad = true;  // average pooling only
 };
-
-// The kernels take contiguous [N·C, H, W] inputs and [N·C, Ho, Wo] outputs and the options with
-// the stride resolved; every output is overwritten.
-LSF_DECLARE_KERNEL(avg_pool2d_forward_kernel, void(const Tensor& y, const Tensor& x, const Pool2dOptions& options));
-LSF_DECLARE_KERNEL(avg_pool2d_backward_kernel, void(const Tensor& dx, const Tensor& dy, const Pool2dOptions& options));
-// indices [N·C, Ho, Wo] i64: the flat position h·W + w of each window's maximum.
-LSF_DECLARE_KERNEL(max_pool2d_forward_kernel,
-                   void(const Tensor& y, const Tensor& indices, const Tensor& x, const Pool2dOptions& options));
-LSF_DECLARE_KERNEL(max_pool2d_backward_kernel, void(const Tensor& dx, const Tensor& dy, const Tensor& indices));
-LSF_DECLARE_KERNEL(adaptive_avg_pool2d_forward_kernel, void(const Tensor& y, const Tensor& x));
-LSF_DECLARE_KERNEL(adaptive_avg_pool2d_backward_kernel, void(const Tensor& dx, const Tensor& dy));
 
 // The pooled size along one axis (after checking the arguments; throws naming `op`).
 int64_t pool_output_size(const char* op, int64_t in, int64_t kernel, int64_t stride, int64_t padding, bool ceil_mode);

@@ -1,11 +1,11 @@
 // soft_cross_entropy composed of differentiable ops (ops/soft_cross_entropy.h).
-#include "ops/soft_cross_entropy.h"
+#include "lsformer/ops/soft_cross_entropy.h"
 
-#include "engine/error.h"
-#include "ops/binary.h"
-#include "ops/reduce.h"
-#include "ops/softmax.h"
-#include "ops/unary.h"
+#include "lsformer/engine/error.h"
+#include "lsformer/ops/binary.h"
+#include "lsformer/ops/reduce.h"
+#include "lsformer/ops/softmax.h"
+#include "lsformer/ops/unary.h"
 
 namespace lsf {
 

@@ -9,7 +9,7 @@
 // gradients too. Targets are not checked to sum to 1 (timm does not either).
 #pragma once
 
-#include "engine/tensor.h"
+#include "lsformer/engine/tensor.h"
 
 namespace lsf {
 

@@ -1,11 +1,11 @@
 // weight_standardize: per-filter mean and biased variance over all but the first dim.
-#include "ops/weight_standardization.h"
+#include "lsformer/ops/weight_standardization.h"
 
 #include <vector>
 
-#include "ops/binary.h"
-#include "ops/reduce.h"
-#include "ops/unary.h"
+#include "lsformer/ops/binary.h"
+#include "lsformer/ops/reduce.h"
+#include "lsformer/ops/unary.h"
 
 namespace lsf {
 

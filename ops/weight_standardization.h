@@ -7,7 +7,7 @@
 // gradients flow to w through the statistics.
 #pragma once
 
-#include "engine/tensor.h"
+#include "lsformer/engine/tensor.h"
 
 namespace lsf {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "helpers.h"
-#include "models/lm/lm_model.h"
+#include "lsformer/models/lm/lm_model.h"
 
 namespace lsf::test::lm_tests {
 

@@ -6,8 +6,8 @@
 #include <set>
 
 #include "helpers.h"
-#include "models/nn/std_conv2d.h"
-#include "models/vision/cvt_ls.h"
+#include "lsformer/models/nn/std_conv2d.h"
+#include "lsformer/models/vision/cvt_ls.h"
 
 using namespace lsf;
 using vision::CvTLSClassifier;

@@ -11,9 +11,9 @@
 #include <fstream>
 #include <random>
 
-#include "data/image_decode.h"
-#include "data/image_folder.h"
-#include "data/image_loader.h"
+#include "lsformer/data/image_decode.h"
+#include "lsformer/data/image_folder.h"
+#include "lsformer/data/image_loader.h"
 #include "helpers.h"
 
 using namespace lsf;

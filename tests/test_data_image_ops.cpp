@@ -3,10 +3,10 @@
 // gray) and records the outputs; ours must match every byte — resize (bicubic / bilinear,
 // up and down), affine and rotate (three filters, fills, the transposition shortcuts), the
 // ImageOps tables and the ImageEnhance blends. Plus hand-computed cases for a few ops.
-#include "data/image_decode.h"
-#include "data/image_enhance.h"
-#include "data/image_ops.h"
-#include "data/rand_augment.h"
+#include "lsformer/data/image_decode.h"
+#include "lsformer/data/image_enhance.h"
+#include "lsformer/data/image_ops.h"
+#include "lsformer/data/rand_augment.h"
 #include "helpers.h"
 
 using namespace lsf;

@@ -8,10 +8,10 @@
 
 #include <cmath>
 
-#include "data/cifar.h"
-#include "data/image_decode.h"
-#include "data/image_folder.h"
-#include "data/idx.h"
+#include "lsformer/data/cifar.h"
+#include "lsformer/data/image_decode.h"
+#include "lsformer/data/image_folder.h"
+#include "lsformer/data/idx.h"
 #include "helpers.h"
 #include "image_test_files.h"
 

@@ -11,11 +11,11 @@
 #include <map>
 #include <sstream>
 
-#include "data/bptt.h"
-#include "data/char_corpus.h"
-#include "data/compressed_file.h"
-#include "data/debian_corpus.h"
-#include "data/lm_baselines.h"
+#include "lsformer/data/bptt.h"
+#include "lsformer/data/char_corpus.h"
+#include "lsformer/data/compressed_file.h"
+#include "lsformer/data/debian_corpus.h"
+#include "lsformer/data/lm_baselines.h"
 #include "helpers.h"
 
 using namespace lsf;

@@ -5,9 +5,9 @@
 #include <cmath>
 #include <set>
 
-#include "data/image_decode.h"
-#include "data/image_enhance.h"
-#include "data/image_pipeline.h"
+#include "lsformer/data/image_decode.h"
+#include "lsformer/data/image_enhance.h"
+#include "lsformer/data/image_pipeline.h"
 #include "helpers.h"
 
 using namespace lsf;

@@ -2,12 +2,12 @@
 // (dense, strided and depthwise), full attention and the 2-D long-short attention, the fused
 // bidirectional long-short op, nesting and scoping, and that backward adds nothing.
 #include "helpers.h"
-#include "models/attention/full_attention.h"
-#include "models/attention/long_short_2d.h"
-#include "models/nn/conv2d.h"
-#include "models/nn/linear.h"
-#include "ops/flops.h"
-#include "ops/long_short.h"
+#include "lsformer/models/attention/full_attention.h"
+#include "lsformer/models/attention/long_short_2d.h"
+#include "lsformer/models/nn/conv2d.h"
+#include "lsformer/models/nn/linear.h"
+#include "lsformer/ops/flops.h"
+#include "lsformer/ops/long_short.h"
 
 using namespace lsf;
 

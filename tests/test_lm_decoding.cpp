@@ -7,8 +7,8 @@
 #include <cmath>
 
 #include "lm_helpers.h"
-#include "models/lm/incremental.h"
-#include "models/lm/sampling.h"
+#include "lsformer/models/lm/incremental.h"
+#include "lsformer/models/lm/sampling.h"
 
 using namespace lsf;
 using namespace lsf::test::lm_tests;

@@ -9,11 +9,11 @@
 #include <cmath>
 
 #include "lm_helpers.h"
-#include "models/attention/causal_long_short.h"
-#include "models/lm/causal_full_attention.h"
-#include "models/lm/lm_loss.h"
-#include "models/nn/init.h"
-#include "models/optim/adam.h"
+#include "lsformer/models/attention/causal_long_short.h"
+#include "lsformer/models/lm/causal_full_attention.h"
+#include "lsformer/models/lm/lm_loss.h"
+#include "lsformer/models/nn/init.h"
+#include "lsformer/models/optim/adam.h"
 
 using namespace lsf;
 using namespace lsf::test::lm_tests;

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "helpers.h"
-#include "ops/soft_cross_entropy.h"
+#include "lsformer/ops/soft_cross_entropy.h"
 
 using namespace lsf;
 

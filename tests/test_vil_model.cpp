@@ -6,9 +6,9 @@
 #include <set>
 
 #include "helpers.h"
-#include "models/attention/long_short_2d.h"
-#include "models/vision/vil.h"
-#include "models/vision/vil_attention.h"
+#include "lsformer/models/attention/long_short_2d.h"
+#include "lsformer/models/vision/vil.h"
+#include "lsformer/models/vision/vil_attention.h"
 
 using namespace lsf;
 using vision::ViLClassifier;

@@ -5,14 +5,14 @@
 #include <cmath>
 
 #include "helpers.h"
-#include "models/nn/batch_norm.h"
-#include "models/nn/drop_path.h"
-#include "models/nn/pooling.h"
-#include "models/nn/std_conv2d.h"
-#include "ops/batch_norm.h"
-#include "ops/drop_path.h"
-#include "ops/pool.h"
-#include "ops/weight_standardization.h"
+#include "lsformer/models/nn/batch_norm.h"
+#include "lsformer/models/nn/drop_path.h"
+#include "lsformer/models/nn/pooling.h"
+#include "lsformer/models/nn/std_conv2d.h"
+#include "lsformer/ops/batch_norm.h"
+#include "lsformer/ops/drop_path.h"
+#include "lsformer/ops/pool.h"
+#include "lsformer/ops/weight_standardization.h"
 
 using namespace lsf;
 using testing::gradcheck;

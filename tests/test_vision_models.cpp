@@ -2,11 +2,11 @@
 // steps, f64 gradient check), the factory (every name, the spec replacing a preset's, errors),
 // and measure_cost against hand-computed multiply-adds.
 #include "helpers.h"
-#include "models/optim/sgd.h"
-#include "models/vision/cnn.h"
-#include "models/vision/factory.h"
-#include "models/vision/cvt_ls.h"
-#include "models/vision/vil.h"
+#include "lsformer/models/optim/sgd.h"
+#include "lsformer/models/vision/cnn.h"
+#include "lsformer/models/vision/factory.h"
+#include "lsformer/models/vision/cvt_ls.h"
+#include "lsformer/models/vision/vil.h"
 
 using namespace lsf;
 

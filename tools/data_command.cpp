@@ -13,9 +13,9 @@
 #include <lsformer/lsformer.h>
 
 #include "cli.h"
-#include "data/char_corpus.h"
-#include "data/debian_corpus.h"
-#include "data/listops.h"
+#include "lsformer/data/char_corpus.h"
+#include "lsformer/data/debian_corpus.h"
+#include "lsformer/data/listops.h"
 
 namespace lsf::cli {
 namespace {

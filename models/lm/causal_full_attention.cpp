@@ -1,22 +1,22 @@
 // lm::CausalFullAttention: Transformer-XL attention over [memory ; block], composed from
 // primitive ops (Linear, matmul, gather, masked_fill, softmax); autograd comes from them. See the
 // header for the semantics.
-#include "models/lm/causal_full_attention.h"
+#include "lsformer/models/lm/causal_full_attention.h"
 
 #include <cmath>
 #include <limits>
 #include <sstream>
 #include <vector>
 
-#include "engine/autograd.h"
-#include "models/attention/causal_long_short.h"
-#include "models/nn/init.h"
-#include "ops/binary.h"
-#include "ops/factory.h"
-#include "ops/index.h"
-#include "ops/matmul.h"
-#include "ops/shape.h"
-#include "ops/softmax.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/models/attention/causal_long_short.h"
+#include "lsformer/models/nn/init.h"
+#include "lsformer/ops/binary.h"
+#include "lsformer/ops/factory.h"
+#include "lsformer/ops/index.h"
+#include "lsformer/ops/matmul.h"
+#include "lsformer/ops/shape.h"
+#include "lsformer/ops/softmax.h"
 
 namespace lsf::lm {
 namespace {

@@ -34,10 +34,10 @@
 #include <memory>
 #include <string>
 
-#include "engine/random.h"
-#include "models/attention/attention.h"
-#include "models/nn/dropout.h"
-#include "models/nn/linear.h"
+#include "lsformer/engine/random.h"
+#include "lsformer/models/attention/attention.h"
+#include "lsformer/models/nn/dropout.h"
+#include "lsformer/models/nn/linear.h"
 
 namespace lsf::lm {
 

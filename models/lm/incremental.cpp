@@ -3,21 +3,21 @@
 // the only code of its own is the attention of ONE query over its cached slots — the same
 // formulas as ops/causal_long_short.h (long-short) and causal_full_attention.h (full), written
 // with matmuls over the visible rows.
-#include "models/lm/incremental.h"
+#include "lsformer/models/lm/incremental.h"
 
 #include <cmath>
 
-#include "engine/autograd.h"
-#include "engine/error.h"
-#include "models/attention/causal_long_short.h"
-#include "models/lm/causal_full_attention.h"
-#include "ops/binary.h"
-#include "ops/factory.h"
-#include "ops/index.h"
-#include "ops/matmul.h"
-#include "ops/reduce.h"
-#include "ops/shape.h"
-#include "ops/softmax.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/engine/error.h"
+#include "lsformer/models/attention/causal_long_short.h"
+#include "lsformer/models/lm/causal_full_attention.h"
+#include "lsformer/ops/binary.h"
+#include "lsformer/ops/factory.h"
+#include "lsformer/ops/index.h"
+#include "lsformer/ops/matmul.h"
+#include "lsformer/ops/reduce.h"
+#include "lsformer/ops/shape.h"
+#include "lsformer/ops/softmax.h"
 
 namespace lsf::lm {
 namespace {

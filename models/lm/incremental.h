@@ -29,7 +29,7 @@
 
 #include <vector>
 
-#include "models/lm/lm_model.h"
+#include "lsformer/models/lm/lm_model.h"
 
 namespace lsf::lm {
 

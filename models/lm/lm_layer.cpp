@@ -1,10 +1,10 @@
 // One char-LM layer: the feed-forward block and the §3.2 wiring (see lm_layer.h).
-#include "models/lm/lm_layer.h"
+#include "lsformer/models/lm/lm_layer.h"
 
-#include "models/attention/causal_long_short.h"
-#include "models/lm/causal_full_attention.h"
-#include "ops/binary.h"
-#include "ops/unary.h"
+#include "lsformer/models/attention/causal_long_short.h"
+#include "lsformer/models/lm/causal_full_attention.h"
+#include "lsformer/ops/binary.h"
+#include "lsformer/ops/unary.h"
 
 namespace lsf::lm {
 

@@ -16,12 +16,12 @@
 
 #include <memory>
 
-#include "engine/random.h"
-#include "models/attention/attention.h"
-#include "models/nn/dropout.h"
-#include "models/nn/layer_norm.h"
-#include "models/nn/linear.h"
-#include "models/lm/lm_options.h"
+#include "lsformer/engine/random.h"
+#include "lsformer/models/attention/attention.h"
+#include "lsformer/models/nn/dropout.h"
+#include "lsformer/models/nn/layer_norm.h"
+#include "lsformer/models/nn/linear.h"
+#include "lsformer/models/lm/lm_options.h"
 
 namespace lsf::lm {
 

@@ -1,12 +1,12 @@
 // The §3.6 criterion (see lm_loss.h): one nll_loss with Sum reduction over the flattened
 // positions, divided by B·M.
-#include "models/lm/lm_loss.h"
+#include "lsformer/models/lm/lm_loss.h"
 
 #include <cmath>
 
-#include "engine/error.h"
-#include "ops/binary.h"
-#include "ops/loss.h"
+#include "lsformer/engine/error.h"
+#include "lsformer/ops/binary.h"
+#include "lsformer/ops/loss.h"
 
 namespace lsf::lm {
 

@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "engine/tensor.h"
+#include "lsformer/engine/tensor.h"
 
 namespace lsf::lm {
 

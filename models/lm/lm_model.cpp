@@ -1,21 +1,21 @@
 // lm::TransformerLSModel: construction, the §6 initialisation and the forward of §3.4 (see
 // lm_model.h for the model, its names and deviations).
-#include "models/lm/lm_model.h"
+#include "lsformer/models/lm/lm_model.h"
 
 #include <cmath>
 #include <sstream>
 
-#include "engine/autograd.h"
-#include "engine/error.h"
-#include "models/attention/causal_long_short.h"
-#include "models/lm/causal_full_attention.h"
-#include "models/nn/init.h"
-#include "ops/binary.h"
-#include "ops/factory.h"
-#include "ops/matmul.h"
-#include "ops/reduce.h"
-#include "ops/shape.h"
-#include "ops/softmax.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/engine/error.h"
+#include "lsformer/models/attention/causal_long_short.h"
+#include "lsformer/models/lm/causal_full_attention.h"
+#include "lsformer/models/nn/init.h"
+#include "lsformer/ops/binary.h"
+#include "lsformer/ops/factory.h"
+#include "lsformer/ops/matmul.h"
+#include "lsformer/ops/reduce.h"
+#include "lsformer/ops/shape.h"
+#include "lsformer/ops/softmax.h"
 
 namespace lsf::lm {
 namespace {

@@ -54,12 +54,12 @@
 #include <memory>
 #include <vector>
 
-#include "models/lm/lm_layer.h"
-#include "models/lm/lm_options.h"
-#include "models/lm/memory.h"
-#include "models/nn/dropout.h"
-#include "models/nn/embedding.h"
-#include "models/nn/module_list.h"
+#include "lsformer/models/lm/lm_layer.h"
+#include "lsformer/models/lm/lm_options.h"
+#include "lsformer/models/lm/memory.h"
+#include "lsformer/models/nn/dropout.h"
+#include "lsformer/models/nn/embedding.h"
+#include "lsformer/models/nn/module_list.h"
 
 namespace lsf::lm {
 

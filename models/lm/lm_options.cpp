@@ -1,9 +1,9 @@
 // LmModelOptions: validation, the padding rule and the parameter count (see lm_options.h).
-#include "models/lm/lm_options.h"
+#include "lsformer/models/lm/lm_options.h"
 
 #include <numeric>
 
-#include "engine/error.h"
+#include "lsformer/engine/error.h"
 
 namespace lsf::lm {
 namespace {

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/random.h"
+#include "lsformer/engine/random.h"
 
 namespace lsf::lm {
 

@@ -1,11 +1,11 @@
 // lm::Memory: sizes, stream resets, the zero memory and checkpoint (de)serialisation.
-#include "models/lm/memory.h"
+#include "lsformer/models/lm/memory.h"
 
 #include <set>
 
-#include "engine/error.h"
-#include "ops/factory.h"
-#include "ops/index.h"
+#include "lsformer/engine/error.h"
+#include "lsformer/ops/factory.h"
+#include "lsformer/ops/index.h"
 
 namespace lsf::lm {
 

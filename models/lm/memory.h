@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/safetensors.h"
-#include "engine/tensor.h"
-#include "models/lm/lm_options.h"
+#include "lsformer/engine/safetensors.h"
+#include "lsformer/engine/tensor.h"
+#include "lsformer/models/lm/lm_options.h"
 
 namespace lsf::lm {
 

@@ -1,17 +1,17 @@
 // Token sampling (see sampling.h): the filters and the draw run on the host in double
 // precision, one row at a time, so the result depends only on the log-probabilities and the
 // generator's state.
-#include "models/lm/sampling.h"
+#include "lsformer/models/lm/sampling.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <vector>
 
-#include "engine/error.h"
-#include "models/lm/incremental.h"
-#include "ops/factory.h"
-#include "ops/shape.h"
+#include "lsformer/engine/error.h"
+#include "lsformer/models/lm/incremental.h"
+#include "lsformer/ops/factory.h"
+#include "lsformer/ops/shape.h"
 
 namespace lsf::lm {
 

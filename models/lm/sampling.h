@@ -18,8 +18,8 @@
 
 #include <cstdint>
 
-#include "engine/random.h"
-#include "engine/tensor.h"
+#include "lsformer/engine/random.h"
+#include "lsformer/engine/tensor.h"
 
 namespace lsf::lm {
 

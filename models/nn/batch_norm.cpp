@@ -1,12 +1,12 @@
 // nn::BatchNorm2d: parameters, buffers and the call into lsf::batch_norm.
-#include "models/nn/batch_norm.h"
+#include "lsformer/models/nn/batch_norm.h"
 
 #include <sstream>
 
-#include "engine/autograd.h"
-#include "models/nn/init.h"
-#include "ops/batch_norm.h"
-#include "ops/factory.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/models/nn/init.h"
+#include "lsformer/ops/batch_norm.h"
+#include "lsformer/ops/factory.h"
 
 namespace lsf::nn {
 

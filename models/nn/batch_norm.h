@@ -12,7 +12,7 @@
 
 #include <string>
 
-#include "models/nn/layer.h"
+#include "lsformer/models/nn/layer.h"
 
 namespace lsf::nn {
 

@@ -1,9 +1,9 @@
 // nn::DropPath: lsf::drop_path gated by the module's training flag.
-#include "models/nn/drop_path.h"
+#include "lsformer/models/nn/drop_path.h"
 
 #include <sstream>
 
-#include "ops/drop_path.h"
+#include "lsformer/ops/drop_path.h"
 
 namespace lsf::nn {
 

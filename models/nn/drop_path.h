@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "models/nn/layer.h"
+#include "lsformer/models/nn/layer.h"
 
 namespace lsf::nn {
 

@@ -1,5 +1,5 @@
 // Pooling layers: option checks and the calls into ops/pool.h.
-#include "models/nn/pooling.h"
+#include "lsformer/models/nn/pooling.h"
 
 #include <sstream>
 

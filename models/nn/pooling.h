@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "models/nn/layer.h"
-#include "ops/pool.h"
+#include "lsformer/models/nn/layer.h"
+#include "lsformer/ops/pool.h"
 
 namespace lsf::nn {
 

@@ -1,9 +1,9 @@
 // nn::StdConv2d: the standardised kernel, then lsf::conv2d.
-#include "models/nn/std_conv2d.h"
+#include "lsformer/models/nn/std_conv2d.h"
 
 #include <sstream>
 
-#include "ops/weight_standardization.h"
+#include "lsformer/ops/weight_standardization.h"
 
 namespace lsf::nn {
 

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "models/nn/conv2d.h"
+#include "lsformer/models/nn/conv2d.h"
 
 namespace lsf::nn {
 

@@ -1,5 +1,5 @@
 // vision::check_images: the input contract shared by every image classifier.
-#include "models/vision/classifier.h"
+#include "lsformer/models/vision/classifier.h"
 
 namespace lsf::vision {
 

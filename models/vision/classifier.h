@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <string>
 
-#include "models/nn/module.h"
+#include "lsformer/models/nn/module.h"
 
 namespace lsf::vision {
 

@@ -1,14 +1,14 @@
 // vision::CnnClassifier: conv-BN-ReLU blocks with max pooling, global average pool, Linear.
-#include "models/vision/cnn.h"
+#include "lsformer/models/vision/cnn.h"
 
 #include <sstream>
 
-#include "models/nn/activation.h"
-#include "models/nn/batch_norm.h"
-#include "models/nn/conv2d.h"
-#include "models/nn/init.h"
-#include "models/nn/pooling.h"
-#include "ops/pool.h"
+#include "lsformer/models/nn/activation.h"
+#include "lsformer/models/nn/batch_norm.h"
+#include "lsformer/models/nn/conv2d.h"
+#include "lsformer/models/nn/init.h"
+#include "lsformer/models/nn/pooling.h"
+#include "lsformer/ops/pool.h"
 
 namespace lsf::vision {
 

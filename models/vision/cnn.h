@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "models/nn/dropout.h"
-#include "models/nn/linear.h"
-#include "models/nn/sequential.h"
-#include "models/vision/classifier.h"
+#include "lsformer/models/nn/dropout.h"
+#include "lsformer/models/nn/linear.h"
+#include "lsformer/models/nn/sequential.h"
+#include "lsformer/models/vision/classifier.h"
 
 namespace lsf::vision {
 

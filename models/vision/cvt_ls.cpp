@@ -1,16 +1,16 @@
 // vision::CvTLSClassifier: stages of convolutional token embedding and long-short blocks.
-#include "models/vision/cvt_ls.h"
+#include "lsformer/models/vision/cvt_ls.h"
 
 #include <sstream>
 
-#include "models/nn/batch_norm.h"
-#include "models/nn/init.h"
-#include "models/nn/module_list.h"
-#include "models/vision/vil.h"  // vil_drop_path_rates (the same linspace rule)
-#include "ops/binary.h"
-#include "ops/factory.h"
-#include "ops/reduce.h"
-#include "ops/shape.h"
+#include "lsformer/models/nn/batch_norm.h"
+#include "lsformer/models/nn/init.h"
+#include "lsformer/models/nn/module_list.h"
+#include "lsformer/models/vision/vil.h"  // vil_drop_path_rates (the same linspace rule)
+#include "lsformer/ops/binary.h"
+#include "lsformer/ops/factory.h"
+#include "lsformer/ops/reduce.h"
+#include "lsformer/ops/shape.h"
 
 namespace lsf::vision {
 

@@ -27,14 +27,14 @@
 #include <string>
 #include <vector>
 
-#include "models/nn/conv2d.h"
-#include "models/nn/drop_path.h"
-#include "models/nn/dropout.h"
-#include "models/nn/layer_norm.h"
-#include "models/nn/linear.h"
-#include "models/nn/mlp.h"
-#include "models/vision/classifier.h"
-#include "models/vision/cvt_ls_attention.h"
+#include "lsformer/models/nn/conv2d.h"
+#include "lsformer/models/nn/drop_path.h"
+#include "lsformer/models/nn/dropout.h"
+#include "lsformer/models/nn/layer_norm.h"
+#include "lsformer/models/nn/linear.h"
+#include "lsformer/models/nn/mlp.h"
+#include "lsformer/models/vision/classifier.h"
+#include "lsformer/models/vision/cvt_ls_attention.h"
 
 namespace lsf::vision {
 

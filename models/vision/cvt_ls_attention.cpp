@@ -1,10 +1,10 @@
 // vision::CvTLSAttention: convolutional projections around the shared long-short core.
-#include "models/vision/cvt_ls_attention.h"
+#include "lsformer/models/vision/cvt_ls_attention.h"
 
 #include <sstream>
 
-#include "models/nn/std_conv2d.h"
-#include "ops/shape.h"
+#include "lsformer/models/nn/std_conv2d.h"
+#include "lsformer/ops/shape.h"
 
 namespace lsf::vision {
 

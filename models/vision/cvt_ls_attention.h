@@ -35,10 +35,10 @@
 #include <memory>
 #include <string>
 
-#include "models/attention/long_short_2d.h"
-#include "models/nn/batch_norm.h"
-#include "models/nn/conv2d.h"
-#include "models/nn/linear.h"
+#include "lsformer/models/attention/long_short_2d.h"
+#include "lsformer/models/nn/batch_norm.h"
+#include "lsformer/models/nn/conv2d.h"
+#include "lsformer/models/nn/linear.h"
 
 namespace lsf::vision {
 

@@ -1,14 +1,14 @@
 // make_image_classifier / measure_cost.
-#include "models/vision/factory.h"
+#include "lsformer/models/vision/factory.h"
 
 #include <sstream>
 
-#include "engine/autograd.h"
-#include "models/vision/cnn.h"
-#include "models/vision/cvt_ls.h"
-#include "models/vision/vil.h"
-#include "ops/factory.h"
-#include "ops/flops.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/models/vision/cnn.h"
+#include "lsformer/models/vision/cvt_ls.h"
+#include "lsformer/models/vision/vil.h"
+#include "lsformer/ops/factory.h"
+#include "lsformer/ops/flops.h"
 
 namespace lsf::vision {
 

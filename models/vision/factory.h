@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "models/vision/classifier.h"
+#include "lsformer/models/vision/classifier.h"
 
 namespace lsf::vision {
 

@@ -1,16 +1,16 @@
 // vision::ViLClassifier and its parts: PatchEmbed, AttnBlock, MlpBlock, the stage container,
 // the drop-path schedule and the presets.
-#include "models/vision/vil.h"
+#include "lsformer/models/vision/vil.h"
 
 #include <sstream>
 
-#include "models/attention/long_short_2d.h"
-#include "models/nn/init.h"
-#include "models/vision/vil_attention.h"
-#include "ops/binary.h"
-#include "ops/factory.h"
-#include "ops/reduce.h"
-#include "ops/shape.h"
+#include "lsformer/models/attention/long_short_2d.h"
+#include "lsformer/models/nn/init.h"
+#include "lsformer/models/vision/vil_attention.h"
+#include "lsformer/ops/binary.h"
+#include "lsformer/ops/factory.h"
+#include "lsformer/ops/reduce.h"
+#include "lsformer/ops/shape.h"
 
 namespace lsf::vision {
 

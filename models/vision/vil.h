@@ -33,15 +33,15 @@
 #include <string>
 #include <vector>
 
-#include "models/attention/attention.h"
-#include "models/nn/conv2d.h"
-#include "models/nn/drop_path.h"
-#include "models/nn/dropout.h"
-#include "models/nn/layer_norm.h"
-#include "models/nn/linear.h"
-#include "models/nn/mlp.h"
-#include "models/vision/classifier.h"
-#include "models/vision/vil_arch.h"
+#include "lsformer/models/attention/attention.h"
+#include "lsformer/models/nn/conv2d.h"
+#include "lsformer/models/nn/drop_path.h"
+#include "lsformer/models/nn/dropout.h"
+#include "lsformer/models/nn/layer_norm.h"
+#include "lsformer/models/nn/linear.h"
+#include "lsformer/models/nn/mlp.h"
+#include "lsformer/models/vision/classifier.h"
+#include "lsformer/models/vision/vil_arch.h"
 
 namespace lsf::vision {
 

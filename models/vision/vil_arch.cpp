@@ -1,11 +1,11 @@
 // parse_vil_arch / format_vil_arch: strict parsing of the MsViT arch string.
-#include "models/vision/vil_arch.h"
+#include "lsformer/models/vision/vil_arch.h"
 
 #include <cctype>
 #include <set>
 #include <sstream>
 
-#include "engine/error.h"
+#include "lsformer/engine/error.h"
 
 namespace lsf::vision {
 

@@ -1,17 +1,17 @@
 // vision::ViLFullAttention: multi-head softmax attention with ViL's relative position biases.
-#include "models/vision/vil_attention.h"
+#include "lsformer/models/vision/vil_attention.h"
 
 #include <cmath>
 #include <sstream>
 #include <vector>
 
-#include "models/nn/init.h"
-#include "ops/binary.h"
-#include "ops/factory.h"
-#include "ops/index.h"
-#include "ops/matmul.h"
-#include "ops/shape.h"
-#include "ops/softmax.h"
+#include "lsformer/models/nn/init.h"
+#include "lsformer/ops/binary.h"
+#include "lsformer/ops/factory.h"
+#include "lsformer/ops/index.h"
+#include "lsformer/ops/matmul.h"
+#include "lsformer/ops/shape.h"
+#include "lsformer/ops/softmax.h"
 
 namespace lsf::vision {
 

@@ -26,9 +26,9 @@
 #include <memory>
 #include <string>
 
-#include "models/attention/attention.h"
-#include "models/nn/dropout.h"
-#include "models/nn/linear.h"
+#include "lsformer/models/attention/attention.h"
+#include "lsformer/models/nn/dropout.h"
+#include "lsformer/models/nn/linear.h"
 
 namespace lsf::vision {
 

@@ -6,8 +6,9 @@
 // carry about M·2⁻⁵³ relative error before the final rounding to the dtype.
 #include <cmath>
 
-#include "ops/batch_norm.h"
-#include "ops/cpu/loops.h"
+#include "lsformer/ops/batch_norm.h"
+#include "lsformer/ops/kernels/batch_norm.h"
+#include "lsformer/ops/cpu/loops.h"
 
 namespace lsf::cpu {
 namespace {

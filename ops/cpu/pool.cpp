@@ -7,8 +7,9 @@
 #include <cmath>
 #include <limits>
 
-#include "ops/cpu/loops.h"
-#include "ops/pool.h"
+#include "lsformer/ops/cpu/loops.h"
+#include "lsformer/ops/pool.h"
+#include "lsformer/ops/kernels/pool.h"
 
 namespace lsf::cpu {
 namespace {
