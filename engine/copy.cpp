@@ -8,6 +8,11 @@
 
 namespace lsf {
 
+Tensor contiguous_detached(const Tensor& t) {
+  if (!t.defined()) return t;
+  return t.is_contiguous() ? t.detach() : t.detach().contiguous();
+}
+
 Tensor Tensor::clone() const {
   LSF_CHECK(defined()) << "clone: the tensor is undefined";
   Tensor out = empty(shape(), options());

@@ -233,6 +233,9 @@ using TensorList = std::vector<Tensor>;
 // ---- construction (engine/tensor.cpp and ops/factory.cpp) ----
 // Uninitialised contiguous tensor.
 Tensor empty(const Shape& shape, const TensorOptions& options = {});
+// t's data, contiguous and cut from the graph (no autograd record, a copy only when t is not
+// contiguous); undefined stays undefined. What an op hands to its kernels.
+Tensor contiguous_detached(const Tensor& t);
 // A view of `base`'s storage with the given geometry; not recorded by autograd.
 Tensor make_view(const Tensor& base, Shape shape, Strides strides, int64_t offset);
 Strides contiguous_strides(const Shape& shape);

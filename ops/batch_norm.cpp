@@ -32,10 +32,6 @@ void check_channel_vector(const char* what, const Tensor& t, const Tensor& x) {
                                       << x.device();
 }
 
-Tensor contiguous_detached(const Tensor& t) {
-  return t.defined() ? (t.is_contiguous() ? t.detach() : t.detach().contiguous()) : Tensor();
-}
-
 }  // namespace
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
@@ -65,8 +61,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   Tensor var = batch_stats ? empty({C}, x.options()) : Tensor();
   if (x.numel() > 0) {
     batch_norm_forward_kernel(x.device(), y.view({N, C, S}), mean, invstd, var, xc.view({N, C, S}), wc, bc,
-                              batch_stats ? Tensor() : running_mean.detach().contiguous(),
-                              batch_stats ? Tensor() : running_var.detach().contiguous(), batch_stats, options.eps);
+                              batch_stats ? Tensor() : contiguous_detached(running_mean),
+                              batch_stats ? Tensor() : contiguous_detached(running_var), batch_stats, options.eps);
   }
   if (options.training && running_mean.defined() && M > 0) {
     NoGradGuard no_grad;  // buffers, updated in place (PyTorch's unbiased running variance)

@@ -21,10 +21,6 @@ namespace {
 using autograd::NeedsGrad;
 using autograd::SavedTensor;
 
-Tensor contiguous_detached(const Tensor& t) {
-  return t.defined() ? (t.is_contiguous() ? t.detach() : t.detach().contiguous()) : Tensor();
-}
-
 }  // namespace
 
 std::ostream& operator<<(std::ostream& os, const Int2& p) { return os << "(" << p.h << ", " << p.w << ")"; }

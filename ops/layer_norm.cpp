@@ -28,10 +28,6 @@ void check_affine(const char* what, const Tensor& p, const Tensor& x, const Shap
                                       << " but input is on " << x.device();
 }
 
-Tensor contiguous_detached(const Tensor& t) {
-  return t.defined() ? (t.is_contiguous() ? t.detach() : t.detach().contiguous()) : Tensor();
-}
-
 }  // namespace
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,

@@ -92,11 +92,11 @@ Tensor long_short_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
   Tensor qc, kc, vc, kbc, vbc, m;
   {
     NoGradGuard no_grad;  // contiguous copies and the mask conversion are plumbing
-    qc = q.contiguous().detach();
-    kc = k.contiguous().detach();
-    vc = v.contiguous().detach();
-    kbc = kbar.defined() ? kbar.contiguous().detach() : empty({B, h, 0, e}, q.options());
-    vbc = vbar.defined() ? vbar.contiguous().detach() : empty({B, h, 0, e}, q.options());
+    qc = contiguous_detached(q);
+    kc = contiguous_detached(k);
+    vc = contiguous_detached(v);
+    kbc = kbar.defined() ? contiguous_detached(kbar) : empty({B, h, 0, e}, q.options());
+    vbc = vbar.defined() ? contiguous_detached(vbar) : empty({B, h, 0, e}, q.options());
     m = mask.defined() ? mask.to(kU8).contiguous() : ones({B, n}, q.options().dtype(kU8));
   }
 

@@ -83,8 +83,6 @@ double element_scale(Reduction reduction, int64_t count) {
   return reduction == Reduction::Mean && count > 0 ? 1.0 / double(count) : 1.0;
 }
 
-Tensor contiguous_detached(const Tensor& t) { return t.is_contiguous() ? t.detach() : t.detach().contiguous(); }
-
 }  // namespace
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options) {

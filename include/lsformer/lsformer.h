@@ -41,6 +41,7 @@
 #include "lsformer/models/attention/attention.h"
 #include "lsformer/models/attention/causal_long_short.h"
 #include "lsformer/models/attention/full_attention.h"
+#include "lsformer/models/attention/heads.h"
 #include "lsformer/models/attention/linformer.h"
 #include "lsformer/models/attention/long_short.h"
 #include "lsformer/models/attention/long_short_2d.h"

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "lsformer/models/attention/heads.h"
 #include "lsformer/engine/autograd.h"
 #include "lsformer/models/nn/init.h"
 #include "lsformer/ops/binary.h"
@@ -91,11 +92,6 @@ std::string CausalLongShortAttention::extra_repr() const {
   return s.str();
 }
 
-Tensor CausalLongShortAttention::split_heads(const Tensor& t) const {
-  const int64_t h = options_.heads;
-  return t.view({t.size(0), t.size(1), h, options_.dim / h}).permute({0, 2, 1, 3});
-}
-
 Tensor CausalLongShortAttention::chunk_scores(const Tensor& hv) {
   const int64_t B = hv.size(0), L = hv.size(1), l = options_.chunk_length;
   // dconv_1 features are head-major (head·r + rank); softmax over the l tokens of each chunk.
@@ -114,8 +110,8 @@ Tensor CausalLongShortAttention::compress(const Tensor& vecs, const Tensor& scor
 
 CausalLongShortAttention::Compressed CausalLongShortAttention::compress_memory(const Tensor& xm) {
   Tensor z = compress(xm, chunk_scores(xm));
-  return {split_heads(dual_ln_dproj->forward(proj_key->forward(z))),
-          split_heads(dual_ln_dproj->forward(proj_val->forward(z)))};
+  return {split_heads(dual_ln_dproj->forward(proj_key->forward(z)), options_.heads),
+          split_heads(dual_ln_dproj->forward(proj_val->forward(z)), options_.heads)};
 }
 
 CausalLongShortAttention::Compressed CausalLongShortAttention::compress_block(const Tensor& x) {
@@ -124,8 +120,8 @@ CausalLongShortAttention::Compressed CausalLongShortAttention::compress_block(co
 
 CausalLongShortAttention::Compressed CausalLongShortAttention::compress_projected(const Tensor& kb, const Tensor& vb,
                                                                                   const Tensor& scores) {
-  return {split_heads(dual_ln_dproj->forward(compress(kb, scores))),
-          split_heads(dual_ln_dproj->forward(compress(vb, scores)))};
+  return {split_heads(dual_ln_dproj->forward(compress(kb, scores)), options_.heads),
+          split_heads(dual_ln_dproj->forward(compress(vb, scores)), options_.heads)};
 }
 
 Tensor CausalLongShortAttention::forward(const Tensor& x, const AttentionArgs& args) {
@@ -173,7 +169,7 @@ Tensor CausalLongShortAttention::forward(const Tensor& x, const AttentionArgs& a
   }
 
   // Steps 1, 7: q̂ = split_heads(X W_q)·e^{-1/2}.
-  Tensor q = mul(split_heads(proj_query->forward(x)), 1.0 / std::sqrt(double(e)));
+  Tensor q = mul(split_heads(proj_query->forward(x), h), 1.0 / std::sqrt(double(e)));
   // Step 3: the block's keys and values, projected once for the window (step 4) and the block
   // compression (step 5).
   Tensor kb = proj_key->forward(x), vb = proj_val->forward(x);
@@ -183,8 +179,8 @@ Tensor CausalLongShortAttention::forward(const Tensor& x, const AttentionArgs& a
   Tensor kc = cat({mem.k, blk.k}, 2), vc = cat({mem.v, blk.v}, 2);
   // Step 4: window keys/values over [last w memory rows ; block], LN_L.
   Tensor tail = xm.narrow(1, C - w, w);
-  Tensor kw = split_heads(dual_ln_win->forward(cat({proj_key->forward(tail), kb}, 1)));
-  Tensor vw = split_heads(dual_ln_win->forward(cat({proj_val->forward(tail), vb}, 1)));
+  Tensor kw = split_heads(dual_ln_win->forward(cat({proj_key->forward(tail), kb}, 1)), h);
+  Tensor vw = split_heads(dual_ln_win->forward(cat({proj_val->forward(tail), vb}, 1)), h);
   // Position tables: window row j ↔ distance w−1−j through W_R; chunk row p ↔ value p through W_Rc.
   Tensor window = args.relative_positions.defined() ? args.relative_positions : ar_window_table(w, d, x.options());
   Tensor chunk = args.chunk_positions.defined() ? args.chunk_positions : ar_chunk_table(Nc, d, x.options());
@@ -194,8 +190,7 @@ Tensor CausalLongShortAttention::forward(const Tensor& x, const AttentionArgs& a
   CausalLongShortInputs in{q, kw, vw, r_w_bias.view({h, e}), r_r_bias.view({h, e}), rw, kc, vc, rc};
   CausalLongShortGeometry g{l, o.rank, C / l};
   Tensor ctx = o.fused ? causal_long_short_attention(in, g) : causal_long_short_attention_composed(in, g);
-  Tensor merged = ctx.permute({0, 2, 1, 3}).reshape({B, M, d});
-  return dropout->forward(proj_out->forward(merged));
+  return dropout->forward(proj_out->forward(merge_heads(ctx)));
 }
 
 }  // namespace lsf::nn

@@ -84,8 +84,6 @@ class CausalLongShortAttention : public Attention {
   Compressed compress_projected(const Tensor& kb, const Tensor& vb, const Tensor& scores);
   // P [B, h, L/l, r, l]: softmax over the l tokens of each chunk of W_P·x + b_P, x [B, L, d], L % l == 0.
   Tensor chunk_scores(const Tensor& x);
-  // [B, L, d] → [B, h, L, e] (head-major feature columns).
-  Tensor split_heads(const Tensor& t) const;
 
   std::shared_ptr<Linear> proj_query, proj_key, proj_val, proj_out;
   std::shared_ptr<Linear> dconv_1, r_net, r_net_chunk;

@@ -7,6 +7,7 @@
 #include <limits>
 #include <sstream>
 
+#include "lsformer/models/attention/heads.h"
 #include "lsformer/ops/binary.h"
 #include "lsformer/ops/dropout.h"
 #include "lsformer/ops/factory.h"
@@ -71,11 +72,9 @@ Tensor FullAttention::forward(const Tensor& x, const AttentionArgs& args) {
   const int64_t B = x.size(0), n = x.size(1), h = options_.heads, e = head_dim();
   const double neg_inf = -std::numeric_limits<double>::infinity();
 
-  // [B, n, d] → [B, h, n, e] (head-major feature columns).
-  auto split_heads = [&](const Tensor& t) { return t.view({B, n, h, e}).transpose(1, 2); };
-  Tensor q = split_heads(mul(W_q->forward(x), 1.0 / std::sqrt(double(e))));  // [B, h, n, e]
-  Tensor k = split_heads(W_k->forward(x));                                     // [B, h, n, e]
-  Tensor v = split_heads(W_v->forward(x));                                     // [B, h, n, e]
+  Tensor q = split_heads(mul(W_q->forward(x), 1.0 / std::sqrt(double(e))), h);  // [B, h, n, e]
+  Tensor k = split_heads(W_k->forward(x), h);                                     // [B, h, n, e]
+  Tensor v = split_heads(W_v->forward(x), h);                                     // [B, h, n, e]
 
   Tensor logits = matmul(q, k.transpose(2, 3));  // [B, h, n, n]
   Tensor query_pad;                              // [B, 1, n, 1] bool, true for padded queries
@@ -99,7 +98,7 @@ Tensor FullAttention::forward(const Tensor& x, const AttentionArgs& args) {
   probs = dropout(probs, options_.dropout, is_training(), options_.generator);
 
   Tensor context = matmul(probs, v);  // [B, h, n, e]
-  return W_o->forward(context.transpose(1, 2).reshape({B, n, h * e}));
+  return W_o->forward(merge_heads(context));
 }
 
 }  // namespace lsf::nn

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "lsformer/models/attention/heads.h"
 #include "lsformer/models/attention/full_attention.h"
 #include "lsformer/models/nn/init.h"
 #include "lsformer/ops/binary.h"
@@ -75,10 +76,9 @@ Tensor LinformerAttention::forward(const Tensor& x, const AttentionArgs& args) {
       << x.size(1);
   const int64_t B = x.size(0), n = x.size(1), h = options_.heads, e = head_dim();
 
-  auto split_heads = [&](const Tensor& t) { return t.view({B, n, h, e}).transpose(1, 2); };
-  Tensor q = split_heads(mul(W_q->forward(x), 1.0 / std::sqrt(double(e))));  // [B, h, n, e]
-  Tensor k = split_heads(W_k->forward(x));                                     // [B, h, n, e]
-  Tensor v = split_heads(W_v->forward(x));                                     // [B, h, n, e]
+  Tensor q = split_heads(mul(W_q->forward(x), 1.0 / std::sqrt(double(e))), h);  // [B, h, n, e]
+  Tensor k = split_heads(W_k->forward(x), h);                                     // [B, h, n, e]
+  Tensor v = split_heads(W_v->forward(x), h);                                     // [B, h, n, e]
   Tensor query_pad;  // [B, 1, n, 1] bool, true for padded queries
   if (args.mask.defined()) {
     // Padded tokens contribute nothing to the projected keys and values.
@@ -96,7 +96,7 @@ Tensor LinformerAttention::forward(const Tensor& x, const AttentionArgs& args) {
   probs = dropout(probs, options_.dropout, is_training(), options_.generator);
 
   Tensor context = matmul(probs, v_proj);  // [B, h, n, e]
-  return W_o->forward(context.transpose(1, 2).reshape({B, n, h * e}));
+  return W_o->forward(merge_heads(context));
 }
 
 }  // namespace lsf::nn

@@ -17,6 +17,7 @@
 #include <limits>
 #include <sstream>
 
+#include "lsformer/models/attention/heads.h"
 #include "lsformer/ops/binary.h"
 #include "lsformer/ops/factory.h"
 #include "lsformer/ops/index.h"
@@ -82,26 +83,23 @@ Tensor LongShortAttention::forward(const Tensor& x, const AttentionArgs& args, L
         << mask.dtype() << " of shape " << mask.shape();
   }
 
-  // [B, m, d] → [B, h, m, e] and back.
-  auto split_heads = [&](const Tensor& t) { return t.view({B, t.size(1), h, e}).permute({0, 2, 1, 3}); };
-  auto merge_heads = [&](const Tensor& t) { return t.permute({0, 2, 1, 3}).reshape({B, t.size(2), o.dim}); };
   const double scale = 1.0 / std::sqrt(double(e));
 
   // Steps 1–2: queries; LN_L-normalised keys and values. K and V are made [B, h, n, e]-contiguous
   // once here (the fused core needs that layout anyway): their consumers then read and return
   // gradients in (nearly) that layout, so autograd sums dK (dV) with dense adds instead of
   // transposing strided ones. (q is already contiguous: mul writes a fresh row-major tensor.)
-  Tensor q = mul(split_heads(W_q->forward(x)), scale);
-  Tensor k = split_heads(dual_ln_l->forward(W_k->forward(x))).contiguous();
-  Tensor v = split_heads(dual_ln_l->forward(W_v->forward(x))).contiguous();
+  Tensor q = mul(split_heads(W_q->forward(x), h), scale);
+  Tensor k = split_heads(dual_ln_l->forward(W_k->forward(x)), h).contiguous();
+  Tensor v = split_heads(dual_ln_l->forward(W_v->forward(x)), h).contiguous();
 
   // Steps 3–4: projection weights (softmax over tokens, padding masked) and compressed K̄, V̄.
   TensorList kbar_parts, vbar_parts;
   Tensor qc, kc, vc;
   if (cls) {  // step 5: the CLS's raw key and value (no LN_L) join the global slots, first
-    qc = mul(split_heads(W_q->forward(args.cls)), scale);
-    kc = split_heads(W_k->forward(args.cls));
-    vc = split_heads(W_v->forward(args.cls));
+    qc = mul(split_heads(W_q->forward(args.cls), h), scale);
+    kc = split_heads(W_k->forward(args.cls), h);
+    vc = split_heads(W_v->forward(args.cls), h);
     kbar_parts.push_back(kc);
     vbar_parts.push_back(vc);
   }
@@ -134,8 +132,8 @@ Tensor LongShortAttention::forward(const Tensor& x, const AttentionArgs& args, L
   if (!kbar_parts.empty()) {
     Tensor kcat = kbar_parts.size() == 1 ? kbar_parts[0] : cat(kbar_parts, 2);
     Tensor vcat = vbar_parts.size() == 1 ? vbar_parts[0] : cat(vbar_parts, 2);
-    kbar = split_heads(dual_ln_s->forward(merge_heads(kcat)));
-    vbar = split_heads(dual_ln_s->forward(merge_heads(vcat)));
+    kbar = split_heads(dual_ln_s->forward(merge_heads(kcat)), h);
+    vbar = split_heads(dual_ln_s->forward(merge_heads(vcat)), h);
   }
 
   // Steps 7–12: the joint softmax over [global | window] and the context.
@@ -159,13 +157,8 @@ Tensor LongShortAttention::forward(const Tensor& x, const AttentionArgs& args, L
   // Step 13: the CLS query attends over [k_c] ∪ {C_j : j real}, keys = values = C, no dropout.
   Tensor all = context;
   if (cls) {
-    Tensor l0 = sum(mul(qc, kc), {3}, /*keepdim=*/true);    // [B, h, 1, 1]
-    Tensor lc = matmul(qc, context.transpose(2, 3));         // [B, h, 1, n]
-    if (mask.defined())
-      lc = masked_fill(lc, eq(mask.to(x.dtype()), 0.0).view({B, 1, 1, n}), -std::numeric_limits<double>::infinity());
-    Tensor pc = softmax(cat({l0, lc}, 3), 3);                // [B, h, 1, 1 + n]
-    Tensor oc = add(mul(pc.narrow(3, 0, 1), vc), matmul(pc.narrow(3, 1, n), context));  // [B, h, 1, e]
-    all = cat({oc, context}, 2);                             // step 14: CLS row first
+    Tensor oc = global_token_update(qc, kc, vc, context, mask);  // [B, h, 1, e]
+    all = cat({oc, context}, 2);                                 // step 14: CLS row first
   }
   return W_o->forward(merge_heads(all));
 }

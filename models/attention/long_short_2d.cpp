@@ -35,8 +35,10 @@
 #include <sstream>
 #include <vector>
 
+#include "lsformer/models/attention/heads.h"
 #include "lsformer/models/nn/init.h"
 #include "lsformer/ops/binary.h"
+#include "lsformer/ops/kernels/long_short_geometry.h"
 #include "lsformer/ops/factory.h"
 #include "lsformer/ops/index.h"
 #include "lsformer/ops/matmul.h"
@@ -143,8 +145,8 @@ LongShortAttention2d::LongShortAttention2d(const LongShortAttention2dOptions& op
       << kOp << ": dropout probabilities must lie in [0, 1], got attn_drop = " << o.attn_drop
       << ", proj_drop = " << o.proj_drop;
   head_dim_ = o.dim / o.heads;
-  side_ = std::max<int64_t>(o.window / 2, 1);
-  span_ = o.window + 2 * side_;
+  side_ = ls_geometry::half_window(o.window);  // the 1-D band's ext, in both directions
+  span_ = ls_geometry::window_span(o.window);
 
   if (o.rpe) {
     local_relative_position_bias_table = register_parameter(
@@ -250,12 +252,9 @@ Tensor LongShortAttention2d::forward_projected(const Tensor& q_in, const Tensor&
   const WindowIndex idx{query_order_, patch_to_slot_, key_blocks_, off_image_};
 
   // 1–2. q, k, v; q scaled by e^-1/2; LN_L over the full width for k and v of all tokens.
-  auto heads_of = [&](const Tensor& t) {             // [B, n, C] → [B, h, n, e]
-    return t.reshape({B, t.size(1), h, e}).permute({0, 2, 1, 3});
-  };
-  Tensor q = heads_of(mul(q_in, 1.0 / std::sqrt(double(e))));
-  Tensor k = heads_of(dual_ln_full->forward(k_in));
-  Tensor v = heads_of(dual_ln_full->forward(v_in));
+  Tensor q = split_heads(mul(q_in, 1.0 / std::sqrt(double(e))), h);  // [B, h, n, e]
+  Tensor k = split_heads(dual_ln_full->forward(k_in), h);
+  Tensor v = split_heads(dual_ln_full->forward(v_in), h);
 
   // 3. Global rows and patch rows.
   Tensor qp = q.narrow(2, g, N), kp = k.narrow(2, g, N), vp = v.narrow(2, g, N);  // [B, h, N, e]
@@ -273,7 +272,7 @@ Tensor LongShortAttention2d::forward_projected(const Tensor& q_in, const Tensor&
     auto compress = [&](const Tensor& t) {                                 // [B, h, N, e] → [B, h, r, e]
       Tensor kept = stride == 1 ? t : subsample_map(t, nx, stride);       // [B, h, Ns, e]
       Tensor merged = matmul(pm, kept).permute({0, 2, 1, 3}).reshape({B, r, C});
-      return heads_of(dual_ln_dp->forward(merged));
+      return split_heads(dual_ln_dp->forward(merged), h);
     };
     kbar = compress(kp);
     vbar = compress(vp);
@@ -323,16 +322,12 @@ Tensor LongShortAttention2d::forward_projected(const Tensor& q_in, const Tensor&
   // 10. Global-token update: keys [k_g ; out_j], values [v_g ; out_j], softmax without dropout.
   Tensor all = out;
   if (g > 0) {
-    Tensor self_logit = sum(mul(qgl, kgl), {-1}, /*keepdim=*/true);     // [B, h, 1, 1]
-    Tensor ctx_logits = matmul(qgl, out.transpose(-1, -2));            // [B, h, 1, N]
-    Tensor pg = softmax(cat({self_logit, ctx_logits}, -1), -1);        // [B, h, 1, 1 + N]
-    Tensor new_g = add(mul(pg.narrow(-1, 0, 1), vgl), matmul(pg.narrow(-1, 1, N), out));
-    all = cat({new_g, out}, 2);                                        // [B, h, 1 + N, e]
+    Tensor new_g = global_token_update(qgl, kgl, vgl, out);  // [B, h, 1, e]
+    all = cat({new_g, out}, 2);                              // [B, h, 1 + N, e]
   }
 
   // 11. Merge heads, output projection, dropout.
-  Tensor merged = all.permute({0, 2, 1, 3}).reshape({B, g + N, C});
-  return proj_drop->forward(proj->forward(merged));
+  return proj_drop->forward(proj->forward(merge_heads(all)));
 }
 
 }  // namespace lsf::nn

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <vector>
 
+#include "lsformer/models/attention/heads.h"
 #include "lsformer/engine/autograd.h"
 #include "lsformer/models/attention/causal_long_short.h"
 #include "lsformer/models/nn/init.h"
@@ -86,11 +87,10 @@ Tensor CausalFullAttention::forward(const Tensor& x, const nn::AttentionArgs& ar
     table = relative_distance_table(P, d, x.options());
   }
 
-  auto split_heads = [&](const Tensor& t) { return t.view({B, t.size(1), h, e}).permute({0, 2, 1, 3}); };
-  Tensor q = mul(split_heads(proj_query->forward(x)), 1.0 / std::sqrt(double(e)));  // [B, h, M, e]
+  Tensor q = mul(nn::split_heads(proj_query->forward(x), h), 1.0 / std::sqrt(double(e)));  // [B, h, M, e]
   Tensor s = cat({xm, x}, 1);                                                       // [B, P, d]
-  Tensor k = split_heads(proj_key->forward(s));                                     // [B, h, P, e]
-  Tensor v = split_heads(proj_val->forward(s));                                     // [B, h, P, e]
+  Tensor k = nn::split_heads(proj_key->forward(s), h);                                 // [B, h, P, e]
+  Tensor v = nn::split_heads(proj_val->forward(s), h);                                 // [B, h, P, e]
   Tensor r = r_net->forward(table).view({P, h, e}).permute({1, 2, 0});              // [h, e, P]
 
   Tensor content = matmul(add(q, r_w_bias.view({1, h, 1, e})), k.transpose(2, 3));  // [B, h, M, P]
@@ -110,7 +110,7 @@ Tensor CausalFullAttention::forward(const Tensor& x, const nn::AttentionArgs& ar
   Tensor logits = masked_fill(add(content, gather(position_raw, 3, index)), mask,
                               -std::numeric_limits<double>::infinity());
   Tensor context = matmul(softmax(logits, 3), v);  // [B, h, M, e]
-  return dropout->forward(proj_out->forward(context.permute({0, 2, 1, 3}).reshape({B, M, d})));
+  return dropout->forward(proj_out->forward(nn::merge_heads(context)));
 }
 
 }  // namespace lsf::lm

@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "lsformer/models/attention/heads.h"
 #include "lsformer/engine/autograd.h"
 #include "lsformer/engine/error.h"
 #include "lsformer/models/attention/causal_long_short.h"
@@ -85,15 +86,10 @@ IncrementalDecoder::IncrementalDecoder(TransformerLSModel& model, Memory memory)
   load_memory();
 }
 
-Tensor IncrementalDecoder::split_heads(const Tensor& t) const {
-  const int64_t h = model_.options().heads;
-  return t.view({t.size(0), t.size(1), h, t.size(2) / h}).permute({0, 2, 1, 3});
-}
-
 void IncrementalDecoder::load_memory() {
   NoGradGuard no_grad;
   const LmModelOptions& o = model_.options();
-  const int64_t C = o.memory_length;
+  const int64_t C = o.memory_length, h = o.heads;
   for (size_t i = 0; i < layers_.size(); ++i) {
     LayerState& s = layers_[i];
     const TransformerLSLayer& layer = *model_.layers[i];
@@ -105,12 +101,12 @@ void IncrementalDecoder::load_memory() {
       s.kc.narrow(2, 0, slots).copy_(mem.k);
       s.vc.narrow(2, 0, slots).copy_(mem.v);
       const Tensor tail = xm.narrow(1, C - w, w);  // the window's memory rows, §3.3 step 4
-      s.keys.narrow(2, 0, w).copy_(split_heads(attn.dual_ln_win->forward(attn.proj_key->forward(tail))));
-      s.values.narrow(2, 0, w).copy_(split_heads(attn.dual_ln_win->forward(attn.proj_val->forward(tail))));
+      s.keys.narrow(2, 0, w).copy_(nn::split_heads(attn.dual_ln_win->forward(attn.proj_key->forward(tail)), h));
+      s.values.narrow(2, 0, w).copy_(nn::split_heads(attn.dual_ln_win->forward(attn.proj_val->forward(tail)), h));
     } else {
       auto& attn = full(layer);
-      s.keys.narrow(2, 0, C).copy_(split_heads(attn.proj_key->forward(xm)));
-      s.values.narrow(2, 0, C).copy_(split_heads(attn.proj_val->forward(xm)));
+      s.keys.narrow(2, 0, C).copy_(nn::split_heads(attn.proj_key->forward(xm), h));
+      s.values.narrow(2, 0, C).copy_(nn::split_heads(attn.proj_val->forward(xm), h));
     }
   }
 }
@@ -122,13 +118,13 @@ Tensor IncrementalDecoder::attend_long_short(size_t i, const Tensor& x, int64_t 
   const int64_t B = batch_, d = o.dim, h = o.heads, e = d / h, l = o.chunk_length, r = o.rank, w = o.window;
   const int64_t Nm = o.memory_length / l, Nc = s.kc.size(2);
 
-  const Tensor q = mul(split_heads(attn.proj_query->forward(x)), 1.0 / std::sqrt(double(e)));  // [B, h, 1, e]
+  const Tensor q = mul(nn::split_heads(attn.proj_query->forward(x), h), 1.0 / std::sqrt(double(e)));  // [B, h, 1, e]
   const Tensor kb = attn.proj_key->forward(x), vb = attn.proj_val->forward(x);                // [B, 1, d]
   s.x_block.narrow(1, t, 1).copy_(x);
   s.k_block.narrow(1, t, 1).copy_(kb);
   s.v_block.narrow(1, t, 1).copy_(vb);
-  s.keys.narrow(2, w + t, 1).copy_(split_heads(attn.dual_ln_win->forward(kb)));
-  s.values.narrow(2, w + t, 1).copy_(split_heads(attn.dual_ln_win->forward(vb)));
+  s.keys.narrow(2, w + t, 1).copy_(nn::split_heads(attn.dual_ln_win->forward(kb), h));
+  s.values.narrow(2, w + t, 1).copy_(nn::split_heads(attn.dual_ln_win->forward(vb), h));
 
   // Compressed slots of the chunks that end before the query's chunk (§3.3 step 9): slot σ
   // with position row nvis−1−σ.
@@ -141,7 +137,7 @@ Tensor IncrementalDecoder::attend_long_short(size_t i, const Tensor& x, int64_t 
                               matmul(add(q, attn.r_r_bias.view({1, h, 1, e})), s.rel.transpose(1, 2).unsqueeze(0)));
   const Tensor p = softmax(cat({logits_c, logits_w}, 3), 3);  // [B, h, 1, nvis + w]
   const Tensor ctx = add(matmul(p.narrow(3, 0, nvis), s.vc.narrow(2, 0, nvis)), matmul(p.narrow(3, nvis, w), values_w));
-  const Tensor out = attn.proj_out->forward(ctx.permute({0, 2, 1, 3}).reshape({B, 1, d}));
+  const Tensor out = attn.proj_out->forward(nn::merge_heads(ctx));
 
   if ((t + 1) % l == 0) {  // chunk c is complete: its block-path slots (step 5) become visible from t + 1
     const int64_t c = t / l;
@@ -159,9 +155,9 @@ Tensor IncrementalDecoder::attend_full(size_t i, const Tensor& x, int64_t t) {
   auto& attn = full(*model_.layers[i]);
   const int64_t B = batch_, d = o.dim, h = o.heads, e = d / h, C = o.memory_length, M = o.block_length;
 
-  const Tensor q = mul(split_heads(attn.proj_query->forward(x)), 1.0 / std::sqrt(double(e)));  // [B, h, 1, e]
-  s.keys.narrow(2, C + t, 1).copy_(split_heads(attn.proj_key->forward(x)));
-  s.values.narrow(2, C + t, 1).copy_(split_heads(attn.proj_val->forward(x)));
+  const Tensor q = mul(nn::split_heads(attn.proj_query->forward(x), h), 1.0 / std::sqrt(double(e)));  // [B, h, 1, e]
+  s.keys.narrow(2, C + t, 1).copy_(nn::split_heads(attn.proj_key->forward(x), h));
+  s.values.narrow(2, C + t, 1).copy_(nn::split_heads(attn.proj_val->forward(x), h));
   // Keys 0 … C+t; key s is at distance C+t−s, table row (C+M−1) − (C+t−s) = M−1−t+s.
   const int64_t n = C + t + 1;
   const Tensor keys = s.keys.narrow(2, 0, n), values = s.values.narrow(2, 0, n);
@@ -169,7 +165,7 @@ Tensor IncrementalDecoder::attend_full(size_t i, const Tensor& x, int64_t t) {
   const Tensor logits = add(matmul(add(q, attn.r_w_bias.view({1, h, 1, e})), keys.transpose(2, 3)),
                             matmul(add(q, attn.r_r_bias.view({1, h, 1, e})), rel.transpose(1, 2).unsqueeze(0)));
   const Tensor ctx = matmul(softmax(logits, 3), values);  // [B, h, 1, e]
-  return attn.proj_out->forward(ctx.permute({0, 2, 1, 3}).reshape({B, 1, d}));
+  return attn.proj_out->forward(nn::merge_heads(ctx));
 }
 
 Tensor IncrementalDecoder::step(const Tensor& tokens) {

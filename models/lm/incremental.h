@@ -62,7 +62,6 @@ class IncrementalDecoder {
   void load_memory();  // the memory-derived rows of every layer's state
   Tensor attend_long_short(size_t layer, const Tensor& x, int64_t t);  // x [B, 1, d] → [B, 1, d]
   Tensor attend_full(size_t layer, const Tensor& x, int64_t t);
-  Tensor split_heads(const Tensor& t) const;  // [B, L, d] → [B, h, L, e]
 
   TransformerLSModel& model_;
   Memory memory_;

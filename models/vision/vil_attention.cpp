@@ -5,6 +5,7 @@
 #include <sstream>
 #include <vector>
 
+#include "lsformer/models/attention/heads.h"
 #include "lsformer/models/nn/init.h"
 #include "lsformer/ops/binary.h"
 #include "lsformer/ops/factory.h"
@@ -101,15 +102,13 @@ Tensor ViLFullAttention::forward(const Tensor& x, const nn::AttentionArgs& args)
         << " global tokens (relative position tables), got a " << args.height << "×" << args.width << " map with "
         << args.num_global << " global tokens and x of shape " << x.shape();
   }
-  auto heads_of = [&](const Tensor& t) { return t.reshape({B, n, h, e}).permute({0, 2, 1, 3}); };  // [B, h, n, e]
   TensorList parts = split(qkv->forward(x), o.dim, 2);
-  Tensor q = heads_of(mul(parts[0], 1.0 / std::sqrt(double(e))));
-  Tensor k = heads_of(parts[1]), v = heads_of(parts[2]);
+  Tensor q = nn::split_heads(mul(parts[0], 1.0 / std::sqrt(double(e))), h);  // [B, h, n, e]
+  Tensor k = nn::split_heads(parts[1], h), v = nn::split_heads(parts[2], h);
   Tensor logits = matmul(q, k.transpose(-1, -2));  // [B, h, n, n]
   if (o.rpe) logits = add(logits, position_bias(x).to(x.dtype()));
   Tensor probs = attn_drop->forward(softmax(logits, -1));
-  Tensor out = matmul(probs, v).permute({0, 2, 1, 3}).reshape({B, n, o.dim});
-  return proj_drop->forward(proj->forward(out));
+  return proj_drop->forward(proj->forward(nn::merge_heads(matmul(probs, v))));
 }
 
 }  // namespace lsf::vision

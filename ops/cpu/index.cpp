@@ -124,7 +124,7 @@ void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor&
 
 // out [index.shape] = x [.., size, ..] gathered along dim.
 void gather(const Tensor& out, const Tensor& x, const Tensor& index, int64_t dim) {
-  Tensor idx = index.detach().contiguous();
+  Tensor idx = contiguous_detached(index);
   const int64_t size = x.shape()[dim], n = idx.shape()[dim];
   const int64_t x_step = x.strides()[dim], i_step = idx.strides()[dim], o_step = out.strides()[dim];
   dispatch_index(idx.dtype(), "gather", [&]<typename I>() {
@@ -147,7 +147,7 @@ void gather(const Tensor& out, const Tensor& x, const Tensor& index, int64_t dim
 // out [.., size, ..] += src [index.shape] scattered along dim. Lines that differ outside dim
 // write disjoint lines of out, so they run in parallel; within a line the order is k = 0, 1, ...
 void scatter_add(const Tensor& out, const Tensor& index, const Tensor& src, int64_t dim) {
-  Tensor idx = index.detach().contiguous();
+  Tensor idx = contiguous_detached(index);
   const int64_t size = out.shape()[dim], n = idx.shape()[dim];
   const int64_t o_step = out.strides()[dim], i_step = idx.strides()[dim], s_step = src.strides()[dim];
   dispatch_index(idx.dtype(), "scatter_add", [&]<typename I>() {
@@ -179,7 +179,7 @@ struct Split3 {
 // out [outer, n, inner] = x [outer, size, inner] rows picked by index [n].
 void index_select(const Tensor& out, const Tensor& x, const Tensor& index, int64_t dim) {
   Tensor xc = x.detach().contiguous();
-  Tensor idx = index.detach().contiguous();
+  Tensor idx = contiguous_detached(index);
   const Split3 s(xc.shape(), dim);
   const int64_t n = idx.numel();
   dispatch_index(idx.dtype(), "index_select", [&]<typename I>() {
@@ -205,7 +205,7 @@ void index_select(const Tensor& out, const Tensor& x, const Tensor& index, int64
 // never share an output element and the summation order does not depend on the thread count.
 void index_add(const Tensor& out, const Tensor& index, const Tensor& src, int64_t dim) {
   Tensor sc = src.detach().contiguous();
-  Tensor idx = index.detach().contiguous();
+  Tensor idx = contiguous_detached(index);
   const Split3 s(out.shape(), dim);
   const int64_t n = idx.numel();
   dispatch_index(idx.dtype(), "index_add", [&]<typename I>() {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "lsformer/engine/dispatch.h"
+#include "lsformer/ops/kernels/long_short_geometry.h"
 #include "lsformer/ops/long_short.h"
 
 namespace lsf {
@@ -12,8 +13,8 @@ struct LongShortGeometry {
   bool self_slot = false;  // w = 0 only: one window slot, the query's own key
   int64_t block = 0;       // queries per kernel task (rounded up to whole segments); 0: automatic
   // Derived: ext and span of the window band; `seg` groups queries that share a band.
-  int64_t ext() const { return window > 0 ? (window / 2 > 1 ? window / 2 : 1) : 0; }
-  int64_t span() const { return window > 0 ? window + 2 * ext() : (self_slot ? 1 : 0); }
+  int64_t ext() const { return window > 0 ? ls_geometry::half_window(window) : 0; }
+  int64_t span() const { return window > 0 ? ls_geometry::window_span(window) : (self_slot ? 1 : 0); }
   int64_t seg() const { return window > 0 ? window : 1; }
 };
 

@@ -85,6 +85,13 @@ LSF_GEOMETRY_FN uint32_t philox_word(uint64_t seed, uint64_t offset, uint64_t id
   return philox::block_words(seed, offset + idx / 4).w[idx % 4];
 }
 
+// The window of segment size w > 0 (docs/transformer-ls.md §1.6): it reaches ext = max(⌊w/2⌋, 1)
+// keys beyond its segment on each side, so it spans w + 2·ext keys (2w for even w ≥ 2, 3 for
+// w = 1, 2w − 1 for odd w). The one definition of the band for the 1-D op (CPU and CUDA) and,
+// per axis, for the 2-D module (its "side" and T).
+LSF_GEOMETRY_FN int64_t half_window(int64_t w) { return w / 2 > 1 ? w / 2 : 1; }
+LSF_GEOMETRY_FN int64_t window_span(int64_t w) { return w + 2 * half_window(w); }
+
 // The band of a long-short geometry: window w, self slot, n tokens, R global slots.
 LSF_GEOMETRY_FN Band make_band(int64_t window, bool self_slot, int64_t n, int64_t R) {
   Band b;
@@ -92,8 +99,8 @@ LSF_GEOMETRY_FN Band make_band(int64_t window, bool self_slot, int64_t n, int64_
   b.R = R;
   if (window > 0) {
     b.seg = window;
-    b.ext = window / 2 > 1 ? window / 2 : 1;
-    b.span = window + 2 * b.ext;
+    b.ext = half_window(window);
+    b.span = window_span(window);
   } else {
     b.seg = 1;
     b.ext = 0;
