@@ -148,7 +148,8 @@ class LmTask final : public Task {
     std::ostringstream os;
     os << corpus_->name << " (" << with_commas(int64_t(corpus_->train.size())) << " / " << with_commas(int64_t(corpus_->dev.size()))
        << " / " << with_commas(int64_t(corpus_->test.size())) << " characters of train / dev / test, " << corpus_->vocab.size()
-       << " symbols), " << lm::to_string(options_.attention) << " attention, blocks of " << options_.block_length
+       << " symbols" << (sections_.data.eval_characters > 0 ? "; dev and test cut by data.eval_characters" : "") << "), "
+       << lm::to_string(options_.attention) << " attention, blocks of " << options_.block_length
        << " with a memory of " << options_.memory_length;
     if (train_batches_) os << ", " << train_batches_->batches_per_epoch() << " steps per epoch";
     return os.str();

@@ -12,7 +12,8 @@
 // run_directory.h; checkpoints are written atomically. Resuming restores model, optimizer,
 // step, RNG, the task's state and the best-so-far record, and batch k is a pure function of k,
 // so a resumed run reaches the same parameters bit for bit as one that never stopped (with the
-// same thread count).
+// same thread count). A new phase of a multi-phase recipe (the char-LM's three) starts from a
+// checkpoint's weights alone: TrainOptions::init_from.
 #pragma once
 
 #include <cstdint>
