@@ -7,7 +7,9 @@
 
 #include "helpers.h"
 #include "lsformer/models/lra/lra_model.h"
+#include "lsformer/models/lm/lm_options.h"
 #include "lsformer/models/train/config.h"
+#include "lsformer/models/train/lm_task.h"
 #include "lsformer/models/train/lra_task.h"
 
 namespace fs = std::filesystem;
@@ -34,14 +36,19 @@ TEST_CASE("every shipped config loads and validates", "[configs]") {
   for (const auto& entry : fs::recursive_directory_iterator(kConfigDir))
     if (entry.path().extension() == ".json") files.push_back(entry.path().string());
   std::sort(files.begin(), files.end());
-  // 3 LRA tasks × 5 settings of docs/transformer-ls.md §2.5, and the quickstart.
-  REQUIRE(files.size() >= 16);
+  // 3 LRA tasks × 5 settings of docs/transformer-ls.md §2.5, the quickstart, and the char-LM's
+  // 3 × 3 phases of §3.8 with the two CPU configs.
+  REQUIRE(files.size() >= 27);
   for (const std::string& f : files) {
     INFO(f);
     train::RunConfig c;
     REQUIRE_NOTHROW(c = train::load_config(f));
     // Resolving is idempotent: the written config.json parses back to the same JSON.
     CHECK(train::to_json(train::parse_config(train::to_json(c))) == train::to_json(c));
+    if (train::task_family(c.task).name == "lm") {  // configs/lm/: tests/test_lm_task.cpp checks the values
+      CHECK_NOTHROW(lm::validate(train::lm_model_options(c)));
+      continue;
+    }
     // The model the config describes is one the LRA model accepts (vocabulary and classes of
     // the task: ListOps 16/10, bytes 257/2).
     data::Dataset shape_only;

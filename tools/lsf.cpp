@@ -49,6 +49,8 @@ const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
       {"train", "train a model from a JSON config (configs/)", lsf::cli::run_train, lsf::cli::train_usage},
       {"eval", "evaluate a training checkpoint on the dev or test split", lsf::cli::run_eval, lsf::cli::eval_usage},
+      {"generate", "continue a prompt with a char-LM checkpoint (lsf generate --checkpoint C --prompt TEXT)",
+       lsf::cli::run_generate, lsf::cli::generate_usage},
       {"data", "write a dataset (lsf data listops --out DIR, lsf data text --from PATH --out DIR)", lsf::cli::run_data, lsf::cli::data_usage},
       {"info", "print version, build options, BLAS, threads and devices", run_info,
        [](std::ostream& os) { os << "usage: lsf info [--threads N]\n"; }},

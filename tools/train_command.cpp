@@ -1,7 +1,7 @@
 // lsf train: a run from a JSON config (models/train/trainer.h does the work).
 //
 //   lsf train --config configs/quickstart.json [--set train.steps=500]... [--out runs/quick]
-//             [--resume] [--threads 2]
+//             [--resume | --init-from CKPT] [--threads 2]
 #include <filesystem>
 #include <iostream>
 
@@ -20,6 +20,7 @@ const std::vector<Flag>& flags() {
       {"--set", "KEY=VALUE", "override one config key, e.g. --set train.steps=500 (repeatable)", true},
       {"--out", "DIR", "the run directory (default: runs/<config name>, or runs/<config name>-N if that holds a run)"},
       {"--resume", nullptr, "continue the run in --out from its last.safetensors"},
+      {"--init-from", "CKPT", "start a new run (a new phase) from this checkpoint's weights; fresh optimizer and schedule"},
       {"--threads", "N", "CPU threads (sets train.threads)"},
   };
   return table;
@@ -28,9 +29,9 @@ const std::vector<Flag>& flags() {
 }  // namespace
 
 void train_usage(std::ostream& os) {
-  os << "usage: lsf train --config PATH [--set KEY=VALUE]... [--out DIR] [--resume] [--threads N]\n\n"
+  os << "usage: lsf train --config PATH [--set KEY=VALUE]... [--out DIR] [--resume | --init-from CKPT] [--threads N]\n\n"
         "Trains a model as the config says; writes config.json, metrics.jsonl, best.safetensors,\n"
-        "last.safetensors and summary.json to the run directory, and prints the test accuracy.\n\n";
+        "last.safetensors and summary.json to the run directory, and prints the test result.\n\n";
   print_flags(os, flags());
 }
 
@@ -49,6 +50,8 @@ static std::string default_run_dir(const std::string& config_path, bool resume) 
 int run_train(const std::vector<std::string>& args) {
   ParsedFlags parsed = parse_flags(args, flags());
   const bool resume = parsed.count("--resume") > 0;
+  const std::string init_from = flag_value(parsed, "--init-from");
+  if (resume && parsed.count("--init-from")) throw UsageError("--init-from starts a new run; it cannot be combined with --resume");
   std::string config_path = flag_value(parsed, "--config");
   std::string out = flag_value(parsed, "--out");
   if (config_path.empty()) {
@@ -65,6 +68,7 @@ int run_train(const std::vector<std::string>& args) {
   train::TrainOptions options;
   options.out_dir = out;
   options.resume = resume;
+  options.init_from = init_from;
   options.program = program_name();
   train::train(config, options);
   return 0;

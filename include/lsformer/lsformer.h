@@ -78,6 +78,8 @@
 #include "lsformer/models/optim/sgd.h"
 #include "lsformer/models/train/checkpoint.h"
 #include "lsformer/models/train/config.h"
+#include "lsformer/models/train/lm_generate.h"
+#include "lsformer/models/train/lm_task.h"
 #include "lsformer/models/train/lra_task.h"
 #include "lsformer/models/train/progress.h"
 #include "lsformer/models/train/run_directory.h"

@@ -3,6 +3,7 @@
 
 #include <numeric>
 
+#include "lsformer/engine/enum_names.h"
 #include "lsformer/engine/error.h"
 
 namespace lsf::lm {
@@ -13,7 +14,7 @@ bool is_long_short(const LmModelOptions& o) { return o.attention == LmAttention:
 }  // namespace
 
 const char* to_string(LmAttention attention) {
-  return attention == LmAttention::LongShort ? "long_short" : "full";
+  return enum_name(attention, kLmAttentionNames);
 }
 
 LmAttention parse_lm_attention(const std::string& name) {

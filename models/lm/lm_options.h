@@ -20,6 +20,7 @@ namespace lsf::lm {
 // The attention of every layer: the causal long-short attention of §3.3, or the full-attention
 // baseline (models/lm/causal_full_attention.h: Transformer-XL attention over [memory ; block]).
 enum class LmAttention { LongShort, Full };
+inline constexpr const char* kLmAttentionNames[] = {"long_short", "full"};  // names[i] names value i
 
 // "long_short" / "full" (the config spelling) and back; an unknown name is an error naming it.
 const char* to_string(LmAttention attention);

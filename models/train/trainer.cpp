@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -64,11 +65,61 @@ struct Best {
   }
 };
 
+// The "model.*" keys whose values differ between two configs, as "model.dim 16 → 32, ..." (the
+// whole task when the tasks differ). Empty when they agree.
+std::string model_differences(const RunConfig& from, const RunConfig& to) {
+  if (from.task != to.task) return "data.task \"" + from.task + "\" → \"" + to.task + "\"";
+  const json a = json::parse(to_json(from)).flatten(), b = json::parse(to_json(to)).flatten();
+  std::string diff;
+  for (const auto& [k, v] : b.items()) {
+    if (k.rfind("/model/", 0) != 0 || a.value(k, json()) == v) continue;
+    std::string key = k.substr(1);
+    for (char& ch : key) ch = ch == '/' ? '.' : ch;
+    diff += (diff.empty() ? "" : ", ") + key + " " + a.value(k, json()).dump() + " → " + v.dump();
+  }
+  return diff;
+}
+
+// What does not fit when checkpoint `path`'s weights are loaded into `model` (LoadReport::str:
+// the missing, unexpected and mismatched tensors); empty when they fit or the file is unreadable.
+std::string weight_mismatch(const std::string& path, const nn::Module& model) {
+  try {
+    SafetensorsContents file = load_safetensors(path);
+    std::map<std::string, Tensor> weights;
+    for (auto& [name, t] : file.tensors)
+      if (name.rfind("optimizer.", 0) != 0 && name.rfind("task.", 0) != 0) weights.emplace(name, t);
+    nn::LoadReport report = model.check_state_dict(weights);
+    return report.ok() ? std::string() : report.str();
+  } catch (const Error&) {
+    return {};
+  }
+}
+
+// Loads checkpoint `path`'s weights into `model` (strictly). When they do not fit, the error
+// names `who`, the model keys of `config` that differ from the checkpoint's stored config, and
+// the tensors; other errors (a missing or corrupt file) pass through unchanged.
+CheckpointInfo load_weights(const std::string& who, const std::string& path, const RunConfig& config, nn::Module& model) {
+  try {
+    return load_checkpoint(path, model, nullptr, /*restore_rng=*/false);
+  } catch (const Error&) {
+    const std::string mismatch = weight_mismatch(path, model);
+    if (mismatch.empty()) throw;
+    std::string diff;
+    try {
+      diff = model_differences(checkpoint_config(path), config);
+    } catch (const Error&) {  // no stored config: the tensors alone say what differs
+    }
+    LSF_FAIL() << who << ": the model of '" << path << "' does not have this config's shapes"
+               << (diff.empty() ? std::string() : " (" + diff + ")") << ":\n" << mismatch;
+  }
+}
+
 // The model of checkpoint `path` evaluated on the whole split: the one code path behind both
-// the end of training and `lsf eval`.
-EvalResult evaluate_file(Task& task, const std::string& path, const std::string& split) {
+// the end of training and `lsf eval` (`who` names the caller in a mismatch error).
+EvalResult evaluate_file(Task& task, const RunConfig& config, const std::string& path, const std::string& split,
+                         const std::string& who) {
   auto model = task.build_model();
-  CheckpointInfo info = load_checkpoint(path, *model, nullptr, /*restore_rng=*/false);
+  CheckpointInfo info = load_weights(who, path, config, *model);
   EvalResult r = task.evaluate(*model, split, /*max_batches=*/0);
   r.step = info.step;
   return r;
@@ -98,6 +149,11 @@ Run start_run(const RunConfig& config, const TrainOptions& options, ProgressLine
   run.optimizer = make_optimizer(config, *run.model);
   run.schedule = make_schedule(config);
   run.best.rule = run.task->selection();
+  if (!options.init_from.empty()) {  // a new phase: the weights only (checked in train())
+    CheckpointInfo info = load_weights("--init-from", options.init_from, config, *run.model);
+    progress.message("initialised from '" + options.init_from + "' (step " + std::to_string(info.step) +
+                     "); optimizer, schedule and task state start afresh");
+  }
   if (options.resume) {
     CheckpointInfo info = load_checkpoint(run.paths.last, *run.model, run.optimizer.get(), /*restore_rng=*/true);
     run.step = info.step;
@@ -268,7 +324,7 @@ EvalResult evaluate_checkpoint(const std::string& path, const std::string& split
   if (config.train.threads > 0) set_num_threads(int(config.train.threads));
   std::unique_ptr<Task> task = make_task(config);
   task->load_data({split});
-  return evaluate_file(*task, path, split);
+  return evaluate_file(*task, config, path, split, overrides.empty() ? "lsf eval" : "lsf eval with --set");
 }
 
 std::string describe_result(const std::string& checkpoint, const EvalResult& result) {
@@ -281,6 +337,10 @@ TrainSummary train(const RunConfig& config, const TrainOptions& options) {
   std::ostream& out = options.out ? *options.out : std::cout;
   const bool live = options.progress >= 0 ? options.progress == 1 : (options.log == nullptr && isatty(fileno(stderr)));
   ProgressLine progress(log, live);
+  if (!options.init_from.empty()) {  // before the run directory is made
+    LSF_CHECK(!options.resume) << "--init-from starts a new run from a checkpoint's weights; it cannot be combined with --resume";
+    LSF_CHECK(fs::exists(options.init_from)) << "--init-from: checkpoint '" << options.init_from << "' does not exist";
+  }
 
   Run run = start_run(config, options, progress);
   TrainSummary summary;
@@ -310,8 +370,8 @@ TrainSummary train(const RunConfig& config, const TrainOptions& options) {
   }
 
   // The best checkpoint on the whole dev and test splits (what `lsf eval` computes).
-  summary.dev = evaluate_file(*run.task, run.paths.best, "dev");
-  summary.test = evaluate_file(*run.task, run.paths.best, "test");
+  summary.dev = evaluate_file(*run.task, run.config, run.paths.best, "dev", "the final evaluation");
+  summary.test = evaluate_file(*run.task, run.config, run.paths.best, "test", "the final evaluation");
   metrics.write_eval(summary.dev, /*final=*/true);
   metrics.write_eval(summary.test, /*final=*/true);
   summary.eval_command = options.program + " eval --checkpoint " + shell_quote(run.paths.best) + " --split test";

@@ -12,7 +12,8 @@
 // run_directory.h; checkpoints are written atomically. Resuming restores model, optimizer,
 // step, RNG, the task's state and the best-so-far record, and batch k is a pure function of k,
 // so a resumed run reaches the same parameters bit for bit as one that never stopped (with the
-// same thread count).
+// same thread count). A new phase of a multi-phase recipe (the char-LM's three) starts from a
+// checkpoint's weights alone: TrainOptions::init_from.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +33,10 @@ namespace lsf::train {
 struct TrainOptions {
   std::string out_dir = "runs/run";  // the run directory (created)
   bool resume = false;               // continue from out_dir/last.safetensors
+  std::string init_from;             // a checkpoint whose weights start a new run (a new phase): loaded
+                                     // strictly (same model shapes) into the freshly built model;
+                                     // optimizer, schedule, step and task state start afresh. Not
+                                     // with resume.
   std::string program = "lsf";       // how the printed `eval` command names the tool
   std::ostream* log = nullptr;       // progress and evaluation lines; null: std::cerr
   std::ostream* out = nullptr;       // the final summary; null: std::cout
@@ -53,13 +58,16 @@ struct TrainSummary {
 };
 
 // Trains as configured (creating out_dir, or resuming from it). Errors are lsf::Error: a
-// config that differs from the resumed run's, an out_dir holding a run without resume, ...
+// config that differs from the resumed run's, an out_dir holding a run without resume, an
+// init_from checkpoint whose model differs from the config's (naming the tensors and the
+// config keys that differ), ...
 TrainSummary train(const RunConfig& config, const TrainOptions& options);
 
 // `lsf eval`: rebuilds data and model from the config stored in the checkpoint (with
 // `overrides` applied, "key=value" as --set; evaluation settings such as batch size may change,
-// the model's shape may not), loads the weights and evaluates the whole split ("dev", "test" or
-// "train"). threads > 0 overrides the config's train.threads.
+// the model's shape may not: the error names the overridden keys and the tensors that no longer
+// fit), loads the weights and evaluates the whole split ("dev", "test" or "train"). threads > 0
+// overrides the config's train.threads.
 EvalResult evaluate_checkpoint(const std::string& path, const std::string& split, int threads = 0,
                                const std::vector<std::string>& overrides = {});
 // The describe() line of the checkpoint's task for a result (what `lsf eval` prints).

@@ -1,0 +1,351 @@
+// The char-LM task: config sections, corpus, model, truncated-BPTT training steps with the
+// carried memory, and bits-per-character evaluation (see lm_task.h).
+#include "lsformer/models/train/lm_task.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <iomanip>
+#include <map>
+#include <sstream>
+
+#include "lsformer/data/bptt.h"
+#include "lsformer/data/debian_corpus.h"
+#include "lsformer/data/lm_baselines.h"
+#include "lsformer/engine/autograd.h"
+#include "lsformer/engine/enum_names.h"
+#include "lsformer/engine/error.h"
+#include "lsformer/models/lm/lm_loss.h"
+#include "lsformer/models/lm/lm_model.h"
+#include "lsformer/models/lm/memory.h"
+#include "lsformer/ops/loss.h"
+
+namespace lsf::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* corpus_name(LmCorpus c) { return enum_name(c, kLmCorpusNames); }
+
+// 1997616 → "1,997,616".
+std::string with_commas(int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -n : n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+std::string fixed(double v, int digits) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(digits) << v;
+  return os.str();
+}
+
+data::LmSplit split_of(const std::string& split) {
+  LSF_CHECK(split == "train" || split == "dev" || split == "test") << "unknown split '" << split << "' (expected train, dev or test)";
+  return data::parse_lm_split(split);
+}
+
+// ---- the config sections ----
+
+void at_least(const std::string& source, const char* key, double value, double low) {
+  LSF_CHECK(value >= low) << source << ": '" << key << "' must be ≥ " << low << ", got " << value;
+}
+void in_unit(const std::string& source, const char* key, double value) {
+  LSF_CHECK(value >= 0.0 && value < 1.0) << source << ": '" << key << "' must be in [0, 1), got " << value;
+}
+
+// Every constraint of lm::validate, each naming its dotted key (lm::validate runs last as a
+// backstop and names the option).
+void validate_lm(const std::string& source, const RunConfig& c) {
+  const LmSections& s = lm_sections(c);
+  const LmDataConfig& d = s.data;
+  LSF_CHECK(d.corpus == LmCorpus::Gcide || !d.path.empty())
+      << source << ": 'data.path' must name the " << corpus_name(d.corpus) << " data (data.corpus \"" << corpus_name(d.corpus)
+      << "\"); only \"gcide\" has a default (Debian's dict-gcide)";
+  at_least(source, "data.eval_batch_size", double(d.eval_batch_size), 1);
+  at_least(source, "data.eval_block_length", double(d.eval_block_length), 0);
+  LSF_CHECK(d.eval_characters == 0 || d.eval_characters >= 2)
+      << source << ": 'data.eval_characters' must be 0 (the whole dev and test splits) or ≥ 2, got " << d.eval_characters;
+
+  const LmModelConfig& m = s.model;
+  const data::CharVocab vocab = lm_vocab(c);
+  at_least(source, "model.vocab_size", double(m.vocab_size), 0);
+  LSF_CHECK(m.vocab_size == 0 || m.vocab_size >= vocab.size())
+      << source << ": 'model.vocab_size' (" << m.vocab_size << ") is smaller than the " << corpus_name(d.corpus) << " vocabulary ("
+      << vocab.size() << " symbols); 0 takes the corpus's";
+  LSF_CHECK(m.dim >= 2 && m.dim % 2 == 0)
+      << source << ": 'model.dim' must be even and ≥ 2 (the sinusoid tables have sin and cos halves), got " << m.dim;
+  at_least(source, "model.heads", double(m.heads), 1);
+  LSF_CHECK(m.dim % m.heads == 0) << source << ": 'model.dim' (" << m.dim << ") must be a multiple of 'model.heads' (" << m.heads << ")";
+  at_least(source, "model.layers", double(m.layers), 1);
+  at_least(source, "model.ffn_dim", double(m.ffn_dim), 1);
+  at_least(source, "model.block_length", double(m.block_length), 1);
+  at_least(source, "model.memory_length", double(m.memory_length), 1);
+  in_unit(source, "model.dropout", m.dropout);
+  in_unit(source, "model.emb_dropout", m.emb_dropout);
+  if (m.attention == lm::LmAttention::LongShort) {
+    at_least(source, "model.chunk_length", double(m.chunk_length), 1);
+    at_least(source, "model.rank", double(m.rank), 1);
+    at_least(source, "model.window", double(m.window), 1);
+    const int64_t M = m.block_length, C = m.memory_length, l = m.chunk_length, w = m.window;
+    LSF_CHECK(M % l == 0) << source << ": 'model.block_length' (" << M << ") must be a multiple of 'model.chunk_length' (" << l << ")";
+    LSF_CHECK(M <= w || M % w == 0) << source << ": 'model.block_length' (" << M << ") > 'model.window' (" << w
+                                    << ") must be a multiple of it (the official tiling)";
+    LSF_CHECK(C % l == 0) << source << ": 'model.memory_length' (" << C << ") must be a multiple of 'model.chunk_length' (" << l << ")";
+    LSF_CHECK(C >= w) << source << ": 'model.memory_length' (" << C << ") must be ≥ 'model.window' (" << w
+                      << "): the first query's window reaches w − 1 tokens into the memory";
+  }
+  try {
+    lm::validate(lm_model_options(c));
+  } catch (const Error& e) {
+    LSF_FAIL() << source << ": the 'model' section: " << e.what();
+  }
+}
+
+void check_lm_data_paths(const RunConfig& config) {
+  const LmDataConfig& d = lm_sections(config).data;
+  if (d.corpus == LmCorpus::Gcide && d.path.empty()) {
+    data::find_gcide();  // throws saying that dict-gcide is needed and how to install it
+    return;
+  }
+  LSF_CHECK(fs::exists(d.path)) << "'data.path': the " << corpus_name(d.corpus) << " data '" << d.path << "' does not exist"
+                                << (d.corpus == LmCorpus::Splits ? " (`lsf data text --from FILE --out DIR` writes a split directory)" : "");
+}
+
+// ---- the Task ----
+
+class LmTask final : public Task {
+ public:
+  explicit LmTask(const RunConfig& config)
+      : config_(config), sections_(lm_sections(config)), options_(lm_model_options(config)) {}
+
+  void load_data(const std::vector<std::string>& splits) override {
+    for (const auto& s : splits) split_of(s);
+    corpus_ = load_lm_corpus(config_);
+    const bool train = std::find(splits.begin(), splits.end(), "train") != splits.end();
+    if (train) {
+      try {
+        train_batches_ = std::make_unique<data::BpttLoader>(
+            corpus_, data::LmSplit::kTrain,
+            data::BpttOptions{.batch_size = config_.train.batch_size, .block_len = options_.block_length,
+                              .block_end_targets = sections_.data.block_end_targets});
+      } catch (const Error& e) {
+        LSF_FAIL() << "'train.batch_size' (" << config_.train.batch_size << ") streams of 'model.block_length' ("
+                   << options_.block_length << ") tokens do not fit the training split: " << e.what();
+      }
+    }
+    for (const auto& s : splits) {
+      const std::vector<uint8_t>& tokens = corpus_->split(split_of(s));
+      LSF_CHECK(tokens.size() >= 2) << "the " << s << " split of corpus '" << corpus_->name << "' has " << tokens.size()
+                                    << " characters: nothing to predict";
+    }
+  }
+
+  std::string describe_data() const override {
+    std::ostringstream os;
+    os << corpus_->name << " (" << with_commas(int64_t(corpus_->train.size())) << " / " << with_commas(int64_t(corpus_->dev.size()))
+       << " / " << with_commas(int64_t(corpus_->test.size())) << " characters of train / dev / test, " << corpus_->vocab.size()
+       << " symbols" << (sections_.data.eval_characters > 0 ? "; dev and test cut by data.eval_characters" : "") << "), "
+       << lm::to_string(options_.attention) << " attention, blocks of " << options_.block_length
+       << " with a memory of " << options_.memory_length;
+    if (train_batches_) os << ", " << train_batches_->batches_per_epoch() << " steps per epoch";
+    return os.str();
+  }
+
+  std::shared_ptr<nn::Module> build_model() override { return std::make_shared<lm::TransformerLSModel>(options_); }
+
+  TrainStep train_step(nn::Module& module, int64_t step) override {
+    LSF_CHECK(train_batches_ != nullptr) << "internal: the char-LM task trains without its training split loaded";
+    lm::TransformerLSModel& model = lm_model(module);
+    const data::LmBatch batch = train_batches_->batch(step);
+    const Tensor& weight = model.in_emb->weight;
+    if (memory_.empty()) {
+      memory_ = model.initial_memory(config_.train.batch_size);  // §3.4 item 7
+    } else {
+      if (memory_.layers.front().device() != weight.device() || memory_.layers.front().dtype() != weight.dtype())
+        memory_ = memory_.to(weight.options());  // restored from a checkpoint (CPU tensors)
+      if (batch.resets_memory && sections_.data.reset_memory) memory_.reset();
+    }
+    const Tensor log_probs = model.forward(batch.inputs.to(weight.device()), memory_);
+    TrainStep s;
+    s.loss = lm::lm_loss(log_probs, batch.targets.to(weight.device()), data::kLmIgnoreIndex);
+    s.units = double(batch.num_tokens);
+    // lm_loss divides the scored targets' NLL by all positions: undo that for the window's BPC.
+    s.tally.add("nll", double(s.loss.item<float>()) * double(batch.targets.numel()));
+    s.tally.add("targets", double(batch.num_targets));
+    return s;
+  }
+
+  std::vector<Metric> window_metrics(const Tally& sums, int64_t /*steps*/) const override {
+    const double targets = sums.get("targets");
+    return {{"bpc", targets > 0 ? lm::bits_per_character(sums.get("nll") / targets) : 0.0, Metric::Kind::Number, "bpc"}};
+  }
+
+  const char* throughput_unit() const override { return "tokens"; }
+
+  EvalResult evaluate(nn::Module& module, const std::string& split, int64_t max_batches) override {
+    LSF_CHECK(corpus_ != nullptr) << "internal: the char-LM task evaluates before load_data";
+    const data::LmSplit which = split_of(split);
+    lm::TransformerLSModel& model = lm_model(module);
+    const bool was_training = model.is_training();
+    model.eval();
+    NoGradGuard no_grad;
+    const int64_t block = sections_.data.eval_block_length > 0 ? sections_.data.eval_block_length : options_.block_length;
+    data::LmEvalLoader loader(corpus_, which,
+                              {.batch_size = sections_.data.eval_batch_size, .block_len = block,
+                               .block_end_targets = sections_.data.block_end_targets});
+    int64_t batches = loader.num_batches();
+    if (max_batches > 0) batches = std::min(batches, max_batches);
+    const Tensor& weight = model.in_emb->weight;
+    lm::Memory memory = model.initial_memory(sections_.data.eval_batch_size);  // a fresh zero memory
+    double nll = 0.0;  // nats, summed over the scored characters
+    int64_t scored = 0;
+    for (int64_t j = 0; j < batches; ++j) {
+      const data::LmBatch b = loader.batch(j);
+      const Tensor log_probs = model.forward(b.inputs.to(weight.device()), memory);
+      const int64_t positions = b.targets.numel();
+      nll += double(nll_loss(log_probs.reshape({positions, log_probs.size(2)}), b.targets.reshape({positions}).to(weight.device()),
+                             {.ignore_index = data::kLmIgnoreIndex, .reduction = Reduction::Sum})
+                        .item<float>());
+      scored += b.num_targets;
+    }
+    model.train(was_training);
+    const Baselines& base = baselines(which);
+    EvalResult r;
+    r.split = split;
+    r.loss = scored > 0 ? nll / double(scored) : 0.0;
+    r.metrics = {{"bpc", lm::bits_per_character(r.loss), Metric::Kind::Number, "bpc"},
+                 {"characters", double(scored), Metric::Kind::Count, ""},
+                 {"unigram_bpc", base.unigram, Metric::Kind::Number, ""},
+                 {"bigram_bpc", base.bigram, Metric::Kind::Number, ""}};
+    return r;
+  }
+
+  Selection selection() const override { return {"bpc", /*higher_is_better=*/false}; }
+
+  std::string describe(const EvalResult& r) const override {
+    return "bpc " + fixed(r.metric("bpc"), 3) + " (" + with_commas(int64_t(r.metric("characters"))) + " characters; unigram " +
+           fixed(r.metric("unigram_bpc"), 3) + ", bigram " + fixed(r.metric("bigram_bpc"), 3) + ")";
+  }
+
+  // The training memory: "lm.memory.<layer>" → [B, C, d]; nothing before the first step.
+  NamedTensors state() const override { return memory_.empty() ? NamedTensors{} : lm::memory_tensors(memory_); }
+
+  void restore_state(const NamedTensors& tensors) override {
+    if (tensors.empty()) {  // the state before the first step: the next step starts from zeros
+      memory_ = {};
+      return;
+    }
+    std::map<std::string, Tensor> by_name(tensors.begin(), tensors.end());
+    lm::Memory memory = lm::memory_from_tensors(by_name, options_);
+    LSF_CHECK(memory.batch_size() == config_.train.batch_size)
+        << "the checkpoint's char-LM memory has " << memory.batch_size() << " streams but 'train.batch_size' is "
+        << config_.train.batch_size;
+    memory_ = std::move(memory);
+  }
+
+ private:
+  struct Baselines {
+    double unigram = 0, bigram = 0;
+  };
+
+  static lm::TransformerLSModel& lm_model(nn::Module& model) {
+    auto* m = dynamic_cast<lm::TransformerLSModel*>(&model);
+    LSF_CHECK(m != nullptr) << "internal: the char-LM task was given a model that is not an lm::TransformerLSModel";
+    return *m;
+  }
+
+  // The split's unigram and bigram BPC, computed on first use.
+  const Baselines& baselines(data::LmSplit split) {
+    auto it = baselines_.find(split);
+    if (it == baselines_.end())
+      it = baselines_.emplace(split, Baselines{data::unigram_bpc(*corpus_, split).bits_per_char,
+                                               data::bigram_bpc(*corpus_, split).bits_per_char})
+               .first;
+    return it->second;
+  }
+
+  RunConfig config_;
+  LmSections sections_;
+  lm::LmModelOptions options_;
+  std::shared_ptr<const data::CharCorpus> corpus_;
+  std::unique_ptr<data::BpttLoader> train_batches_;
+  lm::Memory memory_;  // carried from step to step (the task's state)
+  std::map<data::LmSplit, Baselines> baselines_;
+};
+
+// The family's registration: one task, "lm".
+[[maybe_unused]] const bool kRegistered = (register_task_family(TaskFamily{
+                                               .name = "lm",
+                                               .tasks = {"lm"},
+                                               .default_sections = [](const std::string&) -> std::unique_ptr<TaskSections> {
+                                                 return std::make_unique<LmSections>();
+                                               },
+                                               .validate = validate_lm,
+                                               .check_data_paths = check_lm_data_paths,
+                                               .make = [](const RunConfig& c) -> std::unique_ptr<Task> {
+                                                 return std::make_unique<LmTask>(c);
+                                               }}),
+                                           true);
+
+}  // namespace
+
+void LmSections::visit(FieldVisitor& v) {
+  v.field("data.corpus", data.corpus, kLmCorpusNames);
+  v.field("data.path", data.path);
+  v.field("data.block_end_targets", data.block_end_targets);
+  v.field("data.reset_memory", data.reset_memory);
+  v.field("data.eval_batch_size", data.eval_batch_size);
+  v.field("data.eval_block_length", data.eval_block_length);
+  v.field("data.eval_characters", data.eval_characters);
+  v.field("model.vocab_size", model.vocab_size);
+  v.field("model.dim", model.dim);
+  v.field("model.heads", model.heads);
+  v.field("model.layers", model.layers);
+  v.field("model.ffn_dim", model.ffn_dim);
+  v.field("model.attention", model.attention, lm::kLmAttentionNames);
+  v.field("model.block_length", model.block_length);
+  v.field("model.memory_length", model.memory_length);
+  v.field("model.chunk_length", model.chunk_length);
+  v.field("model.rank", model.rank);
+  v.field("model.window", model.window);
+  v.field("model.dropout", model.dropout);
+  v.field("model.emb_dropout", model.emb_dropout);
+  v.field("model.bias", model.bias);
+  v.field("model.fused", model.fused);
+}
+
+const LmSections& lm_sections(const RunConfig& config) { return config.sections_as<LmSections>(); }
+
+data::CharVocab lm_vocab(const RunConfig& config) {
+  data::CharVocab v;
+  v.alphabet = lm_sections(config).data.corpus == LmCorpus::Text8 ? data::CharAlphabet::kText8 : data::CharAlphabet::kBytes;
+  return v;
+}
+
+lm::LmModelOptions lm_model_options(const RunConfig& config) {
+  lm::LmModelOptions o = lm_sections(config).model;
+  if (o.vocab_size == 0) o.vocab_size = lm_vocab(config).size();
+  o.generator = nullptr;
+  return o;
+}
+
+std::shared_ptr<const data::CharCorpus> load_lm_corpus(const RunConfig& config) {
+  validate_data_paths(config);
+  const LmDataConfig& d = lm_sections(config).data;
+  data::CharCorpus corpus;
+  try {
+    corpus = data::load_char_corpus(corpus_name(d.corpus), d.path);
+  } catch (const Error& e) {
+    LSF_FAIL() << "'data.corpus' " << corpus_name(d.corpus) << ", 'data.path' '" << d.path << "': " << e.what();
+  }
+  if (d.eval_characters > 0)
+    for (std::vector<uint8_t>* split : {&corpus.dev, &corpus.test})
+      if (int64_t(split->size()) > d.eval_characters) split->resize(size_t(d.eval_characters));
+  return std::make_shared<const data::CharCorpus>(std::move(corpus));
+}
+
+}  // namespace lsf::train
