@@ -53,6 +53,8 @@ class FieldVisitor {
   virtual void field(const char* key, double& value) = 0;
   virtual void field(const char* key, std::array<double, 2>& value) = 0;
   virtual void field(const char* key, std::vector<std::string>& value) = 0;
+  // A list of numbers of any length (e.g. per-channel means); empty is allowed.
+  virtual void field(const char* key, std::vector<double>& value) = 0;
   // An enum written as one of `names`, names[i] naming the enumerator of value i
   // (engine/enum_names.h).
   template <typename E>
