@@ -9,6 +9,7 @@
 #include "lsformer/models/lra/lra_model.h"
 #include "lsformer/models/train/config.h"
 #include "lsformer/models/train/lra_task.h"
+#include "lsformer/models/train/trainer.h"
 
 namespace fs = std::filesystem;
 using namespace lsf;
@@ -164,4 +165,33 @@ TEST_CASE("missing data paths are errors naming the key and the path", "[configs
   CHECK(train::data_files("text", d).train == (fs::path("lra") / "train").string());
   CHECK(train::data_files("text", d).test == (fs::path("lra") / "test").string());
   fs::remove_all(dir);
+}
+
+TEST_CASE("optimizer.no_decay splits the parameters into a decayed and a no-decay group", "[configs]") {
+  nn::Sequential model;
+  model.push_back(std::make_shared<nn::Linear>(3, 4));
+  model.push_back(std::make_shared<nn::LayerNorm>(4));
+  // Default: one group, every parameter decayed (the LRA and char-LM code bases).
+  train::RunConfig c = train::parse_config(kTiny, {"optimizer.weight_decay=0.1"});
+  CHECK(c.optimizer.no_decay.empty());
+  std::unique_ptr<optim::Optimizer> opt = train::make_optimizer(c, model);
+  REQUIRE(opt->num_groups() == 1);
+  CHECK(opt->group_params(0).size() == 4);
+  // Substring patterns: the biases and the LayerNorm's weight go to group 1 without decay.
+  c = train::parse_config(kTiny, {"optimizer.weight_decay=0.1", R"(optimizer.no_decay=["bias", "1.weight"])"});
+  for (const char* name : {"adamw", "adam"}) {
+    INFO(name);
+    c.optimizer.name = parse_enum<train::OptimizerKind>(name, train::kOptimizerNames, "optimizer.name");
+    opt = train::make_optimizer(c, model);
+    REQUIRE(opt->num_groups() == 2);
+    std::vector<std::string> decayed, plain;
+    for (const auto& [n, t] : opt->group_params(0)) decayed.push_back(n);
+    for (const auto& [n, t] : opt->group_params(1)) plain.push_back(n);
+    CHECK(decayed == std::vector<std::string>{"0.weight"});
+    CHECK(plain == std::vector<std::string>{"0.bias", "1.weight", "1.bias"});
+    CHECK(std::get<double>(opt->option_map(0).at("weight_decay")) == 0.1);
+    CHECK(std::get<double>(opt->option_map(1).at("weight_decay")) == 0.0);
+  }
+  CHECK_THROWS_WITH(train::parse_config(kTiny, {R"(optimizer.no_decay=["bias", ""])"}), Contains("'optimizer.no_decay' holds an empty pattern"));
+  CHECK_THROWS_WITH(train::parse_config(kTiny, {"optimizer.no_decay=[1]"}), Contains("'optimizer.no_decay' must be an array of strings"));
 }

@@ -44,6 +44,7 @@ void visit_config(RunConfig& c, FieldVisitor& v) {
   v.field("optimizer.eps", o.eps);
   v.field("optimizer.weight_decay", o.weight_decay);
   v.field("optimizer.grad_clip", o.grad_clip);
+  v.field("optimizer.no_decay", o.no_decay);
   ScheduleConfig& s = c.schedule;
   v.field("schedule.name", s.name, kScheduleNames);
   v.field("schedule.warmup_steps", s.warmup_steps);
@@ -289,6 +290,8 @@ void validate_common(const std::string& source, const RunConfig& c) {
   at_least(source, "optimizer.eps", o.eps, 0);
   at_least(source, "optimizer.weight_decay", o.weight_decay, 0);
   at_least(source, "optimizer.grad_clip", o.grad_clip, 0);
+  for (const std::string& pattern : o.no_decay)
+    LSF_CHECK(!pattern.empty()) << source << ": 'optimizer.no_decay' holds an empty pattern (it would match every parameter)";
 
   const ScheduleConfig& s = c.schedule;
   at_least(source, "schedule.warmup_steps", double(s.warmup_steps), 0);

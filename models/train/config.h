@@ -89,6 +89,9 @@ struct OptimizerConfig {
   double eps = 1e-6;
   double weight_decay = 0.0;
   double grad_clip = 0.0;      // max global gradient norm; 0: no clipping (the LRA code)
+  // Parameters whose name contains any of these substrings get no weight decay (a second group;
+  // the ViL recipe's list is optim::vil_no_decay_patterns()). Empty: one group, all decayed.
+  std::vector<std::string> no_decay;
 };
 
 enum class ScheduleKind { OneCycle, WarmupCosine, WarmupConstant, Linear, Constant };

@@ -11,6 +11,7 @@
 #include <iomanip>
 #include <iostream>
 #include <sstream>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -216,13 +217,19 @@ void report(const Run& run, const TrainSummary& summary, std::ostream& out) {
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const RunConfig& c, const nn::Module& model) {
   const OptimizerConfig& o = c.optimizer;
+  // One group (every parameter decayed) unless optimizer.no_decay names some: then the decayed
+  // group and the no-decay group, in that order (optim::decay_groups).
+  auto build = [&](auto options) -> std::unique_ptr<optim::Optimizer> {
+    using Options = decltype(options);
+    using Optimizer = std::conditional_t<std::is_same_v<Options, optim::AdamWOptions>, optim::AdamW, optim::Adam>;
+    if (o.no_decay.empty()) return std::make_unique<Optimizer>(model.named_parameters(), options);
+    return std::make_unique<Optimizer>(optim::decay_groups(model.named_parameters(), options, o.no_decay));
+  };
   switch (o.name) {
     case OptimizerKind::Adam:
-      return std::make_unique<optim::Adam>(model.named_parameters(),
-                                           optim::AdamOptions{.lr = o.lr, .betas = o.betas, .eps = o.eps, .weight_decay = o.weight_decay});
+      return build(optim::AdamOptions{.lr = o.lr, .betas = o.betas, .eps = o.eps, .weight_decay = o.weight_decay});
     case OptimizerKind::AdamW:
-      return std::make_unique<optim::AdamW>(model.named_parameters(),
-                                            optim::AdamWOptions{.lr = o.lr, .betas = o.betas, .eps = o.eps, .weight_decay = o.weight_decay});
+      return build(optim::AdamWOptions{.lr = o.lr, .betas = o.betas, .eps = o.eps, .weight_decay = o.weight_decay});
   }
   LSF_FAIL() << "internal: optimizer.name holds no OptimizerKind (" << int(o.name) << ")";
 }
