@@ -195,3 +195,25 @@ TEST_CASE("optimizer.no_decay splits the parameters into a decayed and a no-deca
   CHECK_THROWS_WITH(train::parse_config(kTiny, {R"(optimizer.no_decay=["bias", ""])"}), Contains("'optimizer.no_decay' holds an empty pattern"));
   CHECK_THROWS_WITH(train::parse_config(kTiny, {"optimizer.no_decay=[1]"}), Contains("'optimizer.no_decay' must be an array of strings"));
 }
+
+TEST_CASE("schedule.warmup_start_factor and schedule.rebase give ViL's warmup + cosine", "[configs]") {
+  // Defaults keep the plain warmup + cosine (from 0, rebased after warmup).
+  train::RunConfig c = train::parse_config(kTiny, {"schedule.name=warmup_cosine", "train.steps=100", "schedule.warmup_steps=10"});
+  CHECK(c.schedule.warmup_start_factor == 0.0);
+  CHECK(c.schedule.rebase);
+  std::unique_ptr<optim::Schedule> s = train::make_schedule(c);
+  const optim::WarmupCosine plain({.lr = c.optimizer.lr, .warmup_steps = 10, .total_steps = 100});
+  for (int64_t step : {0, 5, 10, 55, 99}) CHECK(s->lr(step) == plain.lr(step));
+  // The ViL recipe: from 0.002·lr, floor 1e-6, cosine on the global step.
+  c = train::parse_config(kTiny, {"schedule.name=warmup_cosine", "train.steps=100", "schedule.warmup_steps=10", "optimizer.lr=8e-4",
+                                  "schedule.min_lr=1e-6", "schedule.warmup_start_factor=0.002", "schedule.rebase=false"});
+  s = train::make_schedule(c);
+  const optim::WarmupCosine vil(optim::vil_warmup_cosine(8e-4, 10, 100));
+  for (int64_t step = 0; step <= 100; ++step) CHECK(s->lr(step) == vil.lr(step));
+  CHECK(s->lr(0) == 8e-4 * 0.002);
+  CHECK(s->lr(10) < 8e-4);  // not rebased: the cosine starts below the peak
+  CHECK_THROWS_WITH(train::parse_config(kTiny, {"schedule.name=warmup_cosine", "schedule.warmup_start_factor=2"}),
+                    Contains("'schedule.warmup_start_factor' must be in [0, 1]"));
+  CHECK_THROWS_WITH(train::parse_config(kTiny, {"schedule.rebase=false"}),
+                    Contains("apply to warmup_cosine only") && Contains("\"onecycle\""));
+}

@@ -55,6 +55,8 @@ void visit_config(RunConfig& c, FieldVisitor& v) {
   v.field("schedule.div_factor", s.div_factor);
   v.field("schedule.final_div_factor", s.final_div_factor);
   v.field("schedule.min_lr", s.min_lr);
+  v.field("schedule.warmup_start_factor", s.warmup_start_factor);
+  v.field("schedule.rebase", s.rebase);
   LoopConfig& t = c.train;
   v.field("train.steps", t.steps);
   v.field("train.batch_size", t.batch_size);
@@ -300,6 +302,13 @@ void validate_common(const std::string& source, const RunConfig& c) {
   LSF_CHECK(s.div_factor > 0) << source << ": 'schedule.div_factor' must be > 0, got " << s.div_factor;
   LSF_CHECK(s.final_div_factor > 0) << source << ": 'schedule.final_div_factor' must be > 0, got " << s.final_div_factor;
   at_least(source, "schedule.min_lr", s.min_lr, 0);
+  LSF_CHECK(s.warmup_start_factor >= 0.0 && s.warmup_start_factor <= 1.0)
+      << source << ": 'schedule.warmup_start_factor' must be in [0, 1], got " << s.warmup_start_factor;
+  if (s.name != ScheduleKind::WarmupCosine) {
+    LSF_CHECK(s.warmup_start_factor == 0.0 && s.rebase)
+        << source << ": 'schedule.warmup_start_factor' and 'schedule.rebase' apply to warmup_cosine only, and 'schedule.name' is \""
+        << enum_name(s.name, kScheduleNames) << "\"";
+  }
   if (s.name == ScheduleKind::OneCycle) {
     // PyTorch's first phase ends at step pct_start·steps − 1 = warmup − 1, which must be > 0.
     LSF_CHECK(s.warmup_steps >= 2 && s.warmup_steps < c.train.steps)

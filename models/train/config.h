@@ -108,6 +108,9 @@ struct ScheduleConfig {
   double base_momentum = 0.85, max_momentum = 0.95;
   double div_factor = 25.0, final_div_factor = 1e4;  // onecycle: start lr/div, end start/final_div
   double min_lr = 0.0;             // warmup_cosine / linear: the floor
+  double warmup_start_factor = 0.0;  // warmup_cosine: warmup starts at lr·factor (ViL: 0.002)
+  bool rebase = true;              // warmup_cosine: cosine over the steps after warmup; false: on the
+                                   // global step, as ViL (optim::WarmupCosineOptions)
 };
 
 struct LoopConfig {

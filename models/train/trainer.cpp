@@ -246,7 +246,8 @@ std::unique_ptr<optim::Schedule> make_schedule(const RunConfig& c) {
           .div_factor = s.div_factor, .final_div_factor = s.final_div_factor});
     case ScheduleKind::WarmupCosine:
       return std::make_unique<optim::WarmupCosine>(
-          optim::WarmupCosineOptions{.lr = lr, .warmup_steps = s.warmup_steps, .total_steps = steps, .min_lr = s.min_lr});
+          optim::WarmupCosineOptions{.lr = lr, .warmup_steps = s.warmup_steps, .total_steps = steps, .min_lr = s.min_lr,
+                                     .warmup_start_factor = s.warmup_start_factor, .rebase = s.rebase});
     case ScheduleKind::WarmupConstant:
       return std::make_unique<optim::WarmupConstant>(optim::WarmupConstantOptions{.lr = lr, .warmup_steps = s.warmup_steps});
     case ScheduleKind::Linear:
