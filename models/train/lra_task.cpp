@@ -23,7 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::vector<std::string> kLraTasks = {"listops", "text", "retrieval", "image", "pathfinder"};
+const std::vector<std::string> kLraTasks = {"listops", "text", "retrieval", "lra_image", "pathfinder"};
 
 std::shared_ptr<const data::Dataset> share(data::Dataset d) { return std::make_shared<const data::Dataset>(std::move(d)); }
 
@@ -61,7 +61,7 @@ data::Dataset read_split(const std::string& task, const LraDataConfig& d, const 
   if (task == "text") return read_text(path, d.max_length);
   if (task == "retrieval") return data::read_retrieval_tsv(path, d.max_length);
   if (task == "pathfinder") return data::read_pathfinder(path, split == "dev" ? "val" : split, d.seed);
-  // image: CIFAR-10's five training batches split 45,000 / 5,000 (LRA: train[:90%], train[90%:])
+  // lra_image: CIFAR-10's five training batches split 45,000 / 5,000 (LRA: train[:90%], train[90%:])
   if (split == "test") return data::read_cifar10_gray({path});
   std::vector<std::string> batches;
   if (fs::is_regular_file(path)) {
@@ -176,7 +176,7 @@ void check_lra_data_paths(const RunConfig& config) {
   check("train", p.train, d.files.train.empty() ? "data.path" : "data.files.train");
   check("dev", p.dev, d.files.dev.empty() ? "data.path" : "data.files.dev");
   check("test", p.test, d.files.test.empty() ? "data.path" : "data.files.test");
-  if (task == "image" && d.files.train.empty())
+  if (task == "lra_image" && d.files.train.empty())
     for (int i = 1; i <= 5; ++i) {
       std::string f = join(d.path, "data_batch_" + std::to_string(i) + ".bin");
       LSF_CHECK(fs::exists(f)) << "'data.path': the CIFAR-10 training batch '" << f << "' does not exist";
@@ -355,7 +355,7 @@ SplitPaths data_files(const std::string& task, const LraDataConfig& d) {
     } else if (task == "retrieval") {
       p = {join(d.path, "new_aan_pairs.train.tsv"), join(d.path, "new_aan_pairs.eval.tsv"),
            join(d.path, "new_aan_pairs.test.tsv")};
-    } else if (task == "image") {
+    } else if (task == "lra_image") {
       p = {d.path, d.path, join(d.path, "test_batch.bin")};  // dev: the last 10% of the training batches
     } else {
       p = {d.path, d.path, d.path};  // pathfinder: one folder, split 80/10/10
