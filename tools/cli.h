@@ -46,5 +46,7 @@ int run_eval(const std::vector<std::string>& args);
 void eval_usage(std::ostream& os);
 int run_data(const std::vector<std::string>& args);
 void data_usage(std::ostream& os);
+int run_info(const std::vector<std::string>& args);
+void info_usage(std::ostream& os);
 
 }  // namespace lsf::cli
