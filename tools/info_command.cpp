@@ -64,7 +64,10 @@ int run_info(const std::vector<std::string>& args) {
   const train::ModelSummary s = train::make_task(config)->summarize_model();
   std::cout << s.description << "\n  " << grouped(s.parameters) << " parameters\n";
   if (s.multiply_adds >= 0) {
-    std::cout << "  " << std::fixed << std::setprecision(2) << double(s.multiply_adds) * 1e-9 << " GFLOPs per " << s.example
+    // Two decimals as the papers print them; three significant digits for small models.
+    const double gflops = double(s.multiply_adds) * 1e-9;
+    std::cout << "  " << std::fixed << std::setprecision(gflops >= 1 ? 2 : gflops >= 0.1 ? 3 : gflops >= 0.01 ? 4 : 5) << gflops
+              << " GFLOPs per " << s.example
               << " (forward; one multiply-add = one FLOP, as the papers count)\n";
   } else {
     std::cout << "  (the " << config.task << " task does not count multiply-adds)\n";
