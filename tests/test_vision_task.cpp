@@ -65,7 +65,7 @@ std::string tiny_config(const std::string& path) {
     "data": {"task": "image", "source": "mnist", "path": ")" +
          path + R"(", "image_size": 8, "random_resized_crop": false, "hflip": 0,
              "rand_augment": "", "erasing": 0, "mixup": 0, "cutmix": 0, "label_smoothing": 0, "crop_pct": 1.0,
-             "workers": 1, "prefetch": 2},
+             "eval_batch_size": 48, "workers": 1, "prefetch": 2},
     "model": {"name": "vil:l1,h2,d16,n1,s1,g1,p2,f2,a0,r2_l2,h2,d32,n1,s0,g0,p2,f2,a0"},
     "optimizer": {"lr": 3e-3, "weight_decay": 0.05, "eps": 1e-8, "no_decay": ["norm.weight", "norm.bias", "relative_position"]},
     "schedule": {"name": "warmup_cosine", "warmup_steps": 5, "warmup_start_factor": 0.002, "rebase": false, "min_lr": 1e-6},

@@ -181,6 +181,7 @@ void validate_vision(const std::string& source, const RunConfig& c) {
   probability(source, "data.switch_prob", d.switch_prob);
   probability(source, "data.label_smoothing", d.label_smoothing);
   LSF_CHECK(d.crop_pct > 0 && d.crop_pct <= 1) << source << ": 'data.crop_pct' must be in (0, 1], got " << d.crop_pct;
+  at_least(source, "data.eval_batch_size", double(d.eval_batch_size), 0);
   LSF_CHECK(d.workers >= 0 && d.workers <= 256) << source << ": 'data.workers' must be in [0, 256], got " << d.workers;
   at_least(source, "data.prefetch", double(d.prefetch), 1);
   if (d.mixup > 0 || d.cutmix > 0) {
@@ -405,7 +406,8 @@ class VisionTask final : public Task {
   }
 
   data::ImageLoaderOptions loader_options(bool training) const {
-    return {.batch_size = config_.train.batch_size,
+    const int64_t eval_batch = s_.data.eval_batch_size > 0 ? s_.data.eval_batch_size : config_.train.batch_size;
+    return {.batch_size = training ? config_.train.batch_size : eval_batch,
             .shuffle = training,
             .drop_last = training,
             .seed = config_.train.seed,
@@ -461,6 +463,7 @@ void VisionSections::visit(FieldVisitor& v) {
   v.field("data.switch_prob", data.switch_prob);
   v.field("data.label_smoothing", data.label_smoothing);
   v.field("data.crop_pct", data.crop_pct);
+  v.field("data.eval_batch_size", data.eval_batch_size);
   v.field("data.workers", data.workers);
   v.field("data.prefetch", data.prefetch);
   v.field("model.name", model.name);

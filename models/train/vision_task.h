@@ -75,6 +75,7 @@ struct VisionDataConfig {
   // evaluation
   double crop_pct = 0.875;       // resize the shorter side to ⌊S / crop_pct⌋, centre crop S
   // loading
+  int64_t eval_batch_size = 0;   // evaluation batches; 0: train.batch_size
   int64_t workers = 2;           // loader threads (0: batches built on the training thread)
   int64_t prefetch = 4;          // batches built ahead
 };
