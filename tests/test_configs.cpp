@@ -10,6 +10,10 @@
 #include "lsformer/models/train/config.h"
 #include "lsformer/models/train/lra_task.h"
 #include "lsformer/models/train/trainer.h"
+#include "lsformer/models/train/vision_task.h"
+#include "lsformer/models/nn/init.h"
+#include "lsformer/models/vision/factory.h"
+#include "lsformer/models/optim/optimizer.h"
 
 namespace fs = std::filesystem;
 using namespace lsf;
@@ -28,6 +32,43 @@ const std::string kTiny = R"({
   "train": {"steps": 20, "batch_size": 8}
 })";
 
+// A vision config builds its model at its image size (structure only), and the ImageNet ones
+// carry the paper's recipe (docs/transformer-ls.md §4.5, §4.6).
+void check_vision_config(const std::string& file, const train::RunConfig& c) {
+  INFO(file);
+  const train::VisionSections& s = train::vision_sections(c);
+  {
+    nn::init::SkipRandomInit skip;  // structure only: full-size presets
+    auto model = vision::make_image_classifier(s.model.name, train::image_spec(c, nullptr), train::classifier_options(c));
+    CHECK(model->spec().num_classes == (s.data.source == train::ImageSource::Folder ? 1000 : 10));
+  }
+  if (s.data.source != train::ImageSource::Folder) {  // the quick runs: the installed Fashion-MNIST
+    CHECK(s.data.source == train::ImageSource::FashionMnist);
+    CHECK(s.data.path.empty());
+    return;
+  }
+  const bool vil = s.model.name.rfind("vil_ls_", 0) == 0;
+  // ImageNet-1k, 1,281,167 images at the global batch 1024: 1,251 steps per epoch.
+  CHECK(c.train.batch_size == 1024);
+  CHECK(c.train.steps == 300 * 1251);
+  CHECK(c.schedule.warmup_steps == 5 * 1251);
+  CHECK(c.schedule.name == train::ScheduleKind::WarmupCosine);
+  CHECK((c.schedule.warmup_start_factor == 0.002 && !c.schedule.rebase && c.schedule.min_lr == 1e-6));
+  CHECK((c.optimizer.name == train::OptimizerKind::AdamW && c.optimizer.eps == 1e-8 && c.optimizer.grad_clip == 0.0));
+  CHECK(c.optimizer.no_decay == optim::vil_no_decay_patterns());
+  CHECK(c.optimizer.lr == (vil ? 8e-4 : 5e-4));
+  CHECK(c.optimizer.weight_decay == (vil ? 0.1 : 0.05));
+  const double drop_path = s.model.name == "vil_ls_medium_224"   ? 0.3
+                           : s.model.name == "vil_ls_base_224"   ? 0.5
+                           : s.model.name == "vil_ls_medium_384" ? 0.2
+                                                                 : 0.1;
+  CHECK(s.model.drop_path == drop_path);
+  CHECK(s.data.image_size == vision::default_spec(s.model.name).image_size);
+  CHECK((s.data.mixup == 0.8 && s.data.cutmix == 1.0 && s.data.label_smoothing == 0.1 && s.data.erasing == 0.25));
+  CHECK((s.data.rand_augment == "rand-m9-mstd0.5-inc1" && s.data.crop_pct == 0.875 && s.data.hflip == 0.5));
+  CHECK(c.description.find("GPU") != std::string::npos);
+}
+
 }  // namespace
 
 TEST_CASE("every shipped config loads and validates", "[configs]") {
@@ -35,14 +76,19 @@ TEST_CASE("every shipped config loads and validates", "[configs]") {
   for (const auto& entry : fs::recursive_directory_iterator(kConfigDir))
     if (entry.path().extension() == ".json") files.push_back(entry.path().string());
   std::sort(files.begin(), files.end());
-  // 3 LRA tasks × 5 settings of docs/transformer-ls.md §2.5, and the quickstart.
-  REQUIRE(files.size() >= 16);
+  // 3 LRA tasks × 5 settings of docs/transformer-ls.md §2.5, the quickstart, and the vision
+  // configs: 3 ViL-LS + 4 CvT*-LS ImageNet recipes and the two Fashion-MNIST quick runs.
+  REQUIRE(files.size() >= 25);
   for (const std::string& f : files) {
     INFO(f);
     train::RunConfig c;
     REQUIRE_NOTHROW(c = train::load_config(f));
     // Resolving is idempotent: the written config.json parses back to the same JSON.
     CHECK(train::to_json(train::parse_config(train::to_json(c))) == train::to_json(c));
+    if (c.task == "image") {
+      check_vision_config(f, c);
+      continue;
+    }
     // The model the config describes is one the LRA model accepts (vocabulary and classes of
     // the task: ListOps 16/10, bytes 257/2).
     data::Dataset shape_only;
