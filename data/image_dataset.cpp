@@ -93,4 +93,27 @@ ChannelStats channel_stats(const ImageDataset& dataset, int64_t max_samples) {
   return stats;
 }
 
+ImageSubset::ImageSubset(std::shared_ptr<const ImageDataset> base, int64_t begin, int64_t end, std::string name)
+    : base_(std::move(base)), begin_(begin), end_(end) {
+  LSF_CHECK(base_ != nullptr) << "ImageSubset '" << name << "': no base dataset";
+  LSF_CHECK(0 <= begin && begin < end && end <= base_->size())
+      << "ImageSubset '" << name << "': samples [" << begin << ", " << end << ") are not a non-empty range of '"
+      << base_->name() << "' (" << base_->size() << " samples)";
+  name_ = std::move(name);
+  class_names_ = base_->class_names();
+  channels_ = base_->channels();
+}
+
+Image ImageSubset::image(int64_t index) const {
+  check_image_index(*this, index);
+  return base_->image(begin_ + index);
+}
+
+int32_t ImageSubset::label(int64_t index) const {
+  check_image_index(*this, index);
+  return base_->label(begin_ + index);
+}
+
+std::string ImageSubset::describe(int64_t index) const { return base_->describe(begin_ + index); }
+
 }  // namespace lsf::data

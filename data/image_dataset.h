@@ -83,6 +83,24 @@ class InMemoryImageDataset : public ImageDataset {
   std::vector<SourceRange> sources_;
 };
 
+// Samples [begin, end) of another dataset as a dataset of their own (a dev split cut from a
+// training set): sample i is base sample begin + i, with the base's labels, class names and
+// channels; describe() names the base sample. Holds the base alive.
+class ImageSubset : public ImageDataset {
+ public:
+  // 0 ≤ begin < end ≤ base->size(), checked.
+  ImageSubset(std::shared_ptr<const ImageDataset> base, int64_t begin, int64_t end, std::string name);
+  int64_t size() const override { return end_ - begin_; }
+  Image image(int64_t index) const override;
+  int32_t label(int64_t index) const override;
+  std::string describe(int64_t index) const override;
+  int64_t begin() const { return begin_; }
+
+ private:
+  std::shared_ptr<const ImageDataset> base_;
+  int64_t begin_, end_;
+};
+
 // Checks 0 ≤ index < dataset.size(), naming the dataset.
 void check_image_index(const ImageDataset& dataset, int64_t index);
 

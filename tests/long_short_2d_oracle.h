@@ -16,6 +16,7 @@ namespace lsf::test::ls2d {
 struct OracleConfig {
   int64_t B = 1, C = 8, heads = 2, window = 2, rank = 3, global = 1, side_len = 4;  // side_len = nx
   bool rpe = true;
+  bool dual_ln = true;  // false: no LN_L / LN_G (the ablation)
 };
 
 // Row-major parameter values with the PyTorch layouts (Linear weight [out, in]).
@@ -60,8 +61,10 @@ inline std::vector<double> oracle_forward(const OracleConfig& cf, const OraclePa
         else if (o < 2 * C) k[size_t(t * C + o - C)] = s;
         else v[size_t(t * C + o - 2 * C)] = s;
       }
-      oracle_layer_norm(&k[size_t(t * C)], C, pr.lnl_g, pr.lnl_b);
-      oracle_layer_norm(&v[size_t(t * C)], C, pr.lnl_g, pr.lnl_b);
+      if (cf.dual_ln) {
+        oracle_layer_norm(&k[size_t(t * C)], C, pr.lnl_g, pr.lnl_b);
+        oracle_layer_norm(&v[size_t(t * C)], C, pr.lnl_g, pr.lnl_b);
+      }
     }
     auto qh = [&](int64_t t, int64_t hd, int64_t c) { return q[size_t(t * C + hd * e + c)]; };
     auto kh = [&](int64_t t, int64_t hd, int64_t c) { return k[size_t(t * C + hd * e + c)]; };
@@ -91,7 +94,7 @@ inline std::vector<double> oracle_forward(const OracleConfig& cf, const OraclePa
         }
       }
     }
-    for (int64_t s = 0; s < r; ++s) {
+    for (int64_t s = 0; s < r && cf.dual_ln; ++s) {
       oracle_layer_norm(&kbar[size_t(s * C)], C, pr.lng_g, pr.lng_b);
       oracle_layer_norm(&vbar[size_t(s * C)], C, pr.lng_g, pr.lng_b);
     }

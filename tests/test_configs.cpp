@@ -11,6 +11,11 @@
 #include "lsformer/models/train/config.h"
 #include "lsformer/models/train/lm_task.h"
 #include "lsformer/models/train/lra_task.h"
+#include "lsformer/models/train/trainer.h"
+#include "lsformer/models/train/vision_task.h"
+#include "lsformer/models/nn/init.h"
+#include "lsformer/models/vision/factory.h"
+#include "lsformer/models/optim/optimizer.h"
 
 namespace fs = std::filesystem;
 using namespace lsf;
@@ -29,6 +34,43 @@ const std::string kTiny = R"({
   "train": {"steps": 20, "batch_size": 8}
 })";
 
+// A vision config builds its model at its image size (structure only), and the ImageNet ones
+// carry the paper's recipe (docs/transformer-ls.md §4.5, §4.6).
+void check_vision_config(const std::string& file, const train::RunConfig& c) {
+  INFO(file);
+  const train::VisionSections& s = train::vision_sections(c);
+  {
+    nn::init::SkipRandomInit skip;  // structure only: full-size presets
+    auto model = vision::make_image_classifier(s.model.name, train::image_spec(c, nullptr), train::classifier_options(c));
+    CHECK(model->spec().num_classes == (s.data.source == train::ImageSource::Folder ? 1000 : 10));
+  }
+  if (s.data.source != train::ImageSource::Folder) {  // the quick runs: the installed Fashion-MNIST
+    CHECK(s.data.source == train::ImageSource::FashionMnist);
+    CHECK(s.data.path.empty());
+    return;
+  }
+  const bool vil = s.model.name.rfind("vil_ls_", 0) == 0;
+  // ImageNet-1k, 1,281,167 images at the global batch 1024: 1,251 steps per epoch.
+  CHECK(c.train.batch_size == 1024);
+  CHECK(c.train.steps == 300 * 1251);
+  CHECK(c.schedule.warmup_steps == 5 * 1251);
+  CHECK(c.schedule.name == train::ScheduleKind::WarmupCosine);
+  CHECK((c.schedule.warmup_start_factor == 0.002 && !c.schedule.rebase && c.schedule.min_lr == 1e-6));
+  CHECK((c.optimizer.name == train::OptimizerKind::AdamW && c.optimizer.eps == 1e-8 && c.optimizer.grad_clip == 0.0));
+  CHECK(c.optimizer.no_decay == optim::vil_no_decay_patterns());
+  CHECK(c.optimizer.lr == (vil ? 8e-4 : 5e-4));
+  CHECK(c.optimizer.weight_decay == (vil ? 0.1 : 0.05));
+  const double drop_path = s.model.name == "vil_ls_medium_224"   ? 0.3
+                           : s.model.name == "vil_ls_base_224"   ? 0.5
+                           : s.model.name == "vil_ls_medium_384" ? 0.2
+                                                                 : 0.1;
+  CHECK(s.model.drop_path == drop_path);
+  CHECK(s.data.image_size == vision::default_spec(s.model.name).image_size);
+  CHECK((s.data.mixup == 0.8 && s.data.cutmix == 1.0 && s.data.label_smoothing == 0.1 && s.data.erasing == 0.25));
+  CHECK((s.data.rand_augment == "rand-m9-mstd0.5-inc1" && s.data.crop_pct == 0.875 && s.data.hflip == 0.5));
+  CHECK(c.description.find("GPU") != std::string::npos);
+}
+
 }  // namespace
 
 TEST_CASE("every shipped config loads and validates", "[configs]") {
@@ -36,9 +78,10 @@ TEST_CASE("every shipped config loads and validates", "[configs]") {
   for (const auto& entry : fs::recursive_directory_iterator(kConfigDir))
     if (entry.path().extension() == ".json") files.push_back(entry.path().string());
   std::sort(files.begin(), files.end());
-  // 3 LRA tasks × 5 settings of docs/transformer-ls.md §2.5, the quickstart, and the char-LM's
-  // 3 × 3 phases of §3.8 with the two CPU configs.
-  REQUIRE(files.size() >= 27);
+  // 3 LRA tasks × 5 settings of docs/transformer-ls.md §2.5, the quickstart, the char-LM's
+  // 3 × 3 phases of §3.8 with its two CPU configs, and the vision configs: 3 ViL-LS + 4 CvT*-LS
+  // ImageNet recipes and the two Fashion-MNIST quick runs.
+  REQUIRE(files.size() >= 36);
   for (const std::string& f : files) {
     INFO(f);
     train::RunConfig c;
@@ -47,6 +90,10 @@ TEST_CASE("every shipped config loads and validates", "[configs]") {
     CHECK(train::to_json(train::parse_config(train::to_json(c))) == train::to_json(c));
     if (train::task_family(c.task).name == "lm") {  // configs/lm/: tests/test_lm_task.cpp checks the values
       CHECK_NOTHROW(lm::validate(train::lm_model_options(c)));
+      continue;
+    }
+    if (c.task == "image") {
+      check_vision_config(f, c);
       continue;
     }
     // The model the config describes is one the LRA model accepts (vocabulary and classes of
@@ -171,4 +218,55 @@ TEST_CASE("missing data paths are errors naming the key and the path", "[configs
   CHECK(train::data_files("text", d).train == (fs::path("lra") / "train").string());
   CHECK(train::data_files("text", d).test == (fs::path("lra") / "test").string());
   fs::remove_all(dir);
+}
+
+TEST_CASE("optimizer.no_decay splits the parameters into a decayed and a no-decay group", "[configs]") {
+  nn::Sequential model;
+  model.push_back(std::make_shared<nn::Linear>(3, 4));
+  model.push_back(std::make_shared<nn::LayerNorm>(4));
+  // Default: one group, every parameter decayed (the LRA and char-LM code bases).
+  train::RunConfig c = train::parse_config(kTiny, {"optimizer.weight_decay=0.1"});
+  CHECK(c.optimizer.no_decay.empty());
+  std::unique_ptr<optim::Optimizer> opt = train::make_optimizer(c, model);
+  REQUIRE(opt->num_groups() == 1);
+  CHECK(opt->group_params(0).size() == 4);
+  // Substring patterns: the biases and the LayerNorm's weight go to group 1 without decay.
+  c = train::parse_config(kTiny, {"optimizer.weight_decay=0.1", R"(optimizer.no_decay=["bias", "1.weight"])"});
+  for (const char* name : {"adamw", "adam"}) {
+    INFO(name);
+    c.optimizer.name = parse_enum<train::OptimizerKind>(name, train::kOptimizerNames, "optimizer.name");
+    opt = train::make_optimizer(c, model);
+    REQUIRE(opt->num_groups() == 2);
+    std::vector<std::string> decayed, plain;
+    for (const auto& [n, t] : opt->group_params(0)) decayed.push_back(n);
+    for (const auto& [n, t] : opt->group_params(1)) plain.push_back(n);
+    CHECK(decayed == std::vector<std::string>{"0.weight"});
+    CHECK(plain == std::vector<std::string>{"0.bias", "1.weight", "1.bias"});
+    CHECK(std::get<double>(opt->option_map(0).at("weight_decay")) == 0.1);
+    CHECK(std::get<double>(opt->option_map(1).at("weight_decay")) == 0.0);
+  }
+  CHECK_THROWS_WITH(train::parse_config(kTiny, {R"(optimizer.no_decay=["bias", ""])"}), Contains("'optimizer.no_decay' holds an empty pattern"));
+  CHECK_THROWS_WITH(train::parse_config(kTiny, {"optimizer.no_decay=[1]"}), Contains("'optimizer.no_decay' must be an array of strings"));
+}
+
+TEST_CASE("schedule.warmup_start_factor and schedule.rebase give ViL's warmup + cosine", "[configs]") {
+  // Defaults keep the plain warmup + cosine (from 0, rebased after warmup).
+  train::RunConfig c = train::parse_config(kTiny, {"schedule.name=warmup_cosine", "train.steps=100", "schedule.warmup_steps=10"});
+  CHECK(c.schedule.warmup_start_factor == 0.0);
+  CHECK(c.schedule.rebase);
+  std::unique_ptr<optim::Schedule> s = train::make_schedule(c);
+  const optim::WarmupCosine plain({.lr = c.optimizer.lr, .warmup_steps = 10, .total_steps = 100});
+  for (int64_t step : {0, 5, 10, 55, 99}) CHECK(s->lr(step) == plain.lr(step));
+  // The ViL recipe: from 0.002·lr, floor 1e-6, cosine on the global step.
+  c = train::parse_config(kTiny, {"schedule.name=warmup_cosine", "train.steps=100", "schedule.warmup_steps=10", "optimizer.lr=8e-4",
+                                  "schedule.min_lr=1e-6", "schedule.warmup_start_factor=0.002", "schedule.rebase=false"});
+  s = train::make_schedule(c);
+  const optim::WarmupCosine vil(optim::vil_warmup_cosine(8e-4, 10, 100));
+  for (int64_t step = 0; step <= 100; ++step) CHECK(s->lr(step) == vil.lr(step));
+  CHECK(s->lr(0) == 8e-4 * 0.002);
+  CHECK(s->lr(10) < 8e-4);  // not rebased: the cosine starts below the peak
+  CHECK_THROWS_WITH(train::parse_config(kTiny, {"schedule.name=warmup_cosine", "schedule.warmup_start_factor=2"}),
+                    Contains("'schedule.warmup_start_factor' must be in [0, 1]"));
+  CHECK_THROWS_WITH(train::parse_config(kTiny, {"schedule.rebase=false"}),
+                    Contains("apply to warmup_cosine only") && Contains("\"onecycle\""));
 }

@@ -401,3 +401,27 @@ TEST_CASE("Fashion-MNIST from Debian's dataset-fashion-mnist", "[data][image]") 
     }
   }
 }
+
+TEST_CASE("ImageSubset: a range of another dataset with its labels and sources", "[data][image]") {
+  // Five 1×2 gray images whose pixels and labels encode their index.
+  std::vector<uint8_t> pixels;
+  std::vector<int32_t> labels;
+  for (int i = 0; i < 5; ++i) {
+    pixels.push_back(uint8_t(10 * i));
+    pixels.push_back(uint8_t(10 * i + 1));
+    labels.push_back(i % 3);
+  }
+  auto base = std::make_shared<InMemoryImageDataset>("five", 1, 2, 1, pixels, labels, std::vector<std::string>{"a", "b", "c"},
+                                                     std::vector<InMemoryImageDataset::SourceRange>{{0, "five.bin"}});
+  ImageSubset dev(base, 3, 5, "five dev");
+  CHECK(dev.size() == 2);
+  CHECK(dev.name() == "five dev");
+  CHECK(dev.num_classes() == 3);
+  CHECK(dev.channels() == 1);
+  CHECK(dev.image(0).pixels == std::vector<uint8_t>{30, 31});
+  CHECK(dev.label(1) == 1);  // base sample 4
+  CHECK(dev.describe(1) == "'five.bin' record 4");
+  CHECK_THROWS_WITH(dev.image(2), Catch::Contains("'five dev': index 2 is outside [0, 2)"));
+  CHECK_THROWS_WITH(ImageSubset(base, 4, 6, "bad"), Catch::Contains("[4, 6)") && Catch::Contains("5 samples"));
+  CHECK_THROWS_WITH(ImageSubset(base, 2, 2, "empty"), Catch::Contains("not a non-empty range"));
+}

@@ -44,17 +44,19 @@ OracleParams params_of(const LongShortAttention2d& m) {
     p.w_p = values(m.to_dynamic_projection->weight);
     p.b_p = values(m.to_dynamic_projection->bias);
   }
-  p.lnl_g = values(m.dual_ln_full->weight);
-  p.lnl_b = values(m.dual_ln_full->bias);
-  p.lng_g = values(m.dual_ln_dp->weight);
-  p.lng_b = values(m.dual_ln_dp->bias);
+  if (m.dual_ln_full) {
+    p.lnl_g = values(m.dual_ln_full->weight);
+    p.lnl_b = values(m.dual_ln_full->bias);
+    p.lng_g = values(m.dual_ln_dp->weight);
+    p.lng_b = values(m.dual_ln_dp->bias);
+  }
   p.table = values(m.local_relative_position_bias_table);
   return p;
 }
 
 OracleConfig config_of(const LongShortAttention2dOptions& o, int64_t B, int64_t nx, int64_t g) {
   return {.B = B, .C = o.dim, .heads = o.heads, .window = o.window, .rank = o.rank, .global = g, .side_len = nx,
-          .rpe = o.rpe};
+          .rpe = o.rpe, .dual_ln = o.dual_ln};
 }
 
 nn::AttentionArgs map_args(int64_t nx, int64_t g) { return {.height = nx, .width = nx, .num_global = g}; }
@@ -200,6 +202,11 @@ TEST_CASE("2-D long-short attention matches the dense oracle (T7 and variants)",
   check_against_oracle({.dim = 8, .heads = 2, .window = 2, .rank = 2, .rpe = false}, 1, 4, 1, 15);
   // One head, a single group covering the map (nx = w = 4).
   check_against_oracle({.dim = 4, .heads = 1, .window = 4, .rank = 1}, 1, 4, 1, 16);
+  // Without DualLN (the ablation switch): no LN_L / LN_G parameters, raw keys and values.
+  check_against_oracle({.dim = 8, .heads = 2, .window = 2, .rank = 3, .dual_ln = false}, 1, 4, 1, 17);
+  LongShortAttention2d plain({.dim = 8, .heads = 2, .window = 2, .rank = 3, .dual_ln = false});
+  for (const auto& [name, t] : plain.named_parameters()) CHECK(name.find("dual_ln") == std::string::npos);
+  CHECK(plain.parameter_count() + 4 * 8 == LongShortAttention2d({.dim = 8, .heads = 2, .window = 2, .rank = 3}).parameter_count());
 }
 
 TEST_CASE("2-D long-short attention serves several map sizes with one module", "[long_short_2d]") {

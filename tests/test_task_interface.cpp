@@ -19,11 +19,13 @@ namespace {
 struct ToySections final : train::TaskSections {
   int64_t points = 64;     // data.points: examples per split
   double noise = 0.0;      // data.noise
+  std::vector<double> weights;  // data.weights: a number list of any length (unused by the task)
   int64_t hidden = 4;      // model.hidden
   std::unique_ptr<train::TaskSections> clone() const override { return std::make_unique<ToySections>(*this); }
   void visit(train::FieldVisitor& v) override {
     v.field("data.points", points);
     v.field("data.noise", noise);
+    v.field("data.weights", weights);
     v.field("model.hidden", hidden);
   }
 };
@@ -191,6 +193,18 @@ TEST_CASE("the family's sections are checked like the common ones", "[train][tas
   CHECK_THROWS_WITH(train::parse_config(R"({"data": {"task": "toy_regression", "path": "x"}})"), Contains("unknown key 'data.path'"));
   CHECK_THROWS_WITH(train::parse_config(kToy, {"data.points=0"}), Contains("'data.points' must be ≥ 1"));
   CHECK_THROWS_WITH(train::parse_config(kToy, {"data.noise=loud"}), Contains("'data.noise' must be a number"));
+  // A number list takes any length (its default is empty), and only numbers.
+  CHECK(train::parse_config(kToy).sections_as<ToySections>().weights.empty());
+  CHECK(train::parse_config(kToy, {"data.weights=[1, 2.5, -3]"}).sections_as<ToySections>().weights ==
+        std::vector<double>{1, 2.5, -3});
+  CHECK(train::parse_config(kToy, {"data.weights=[0.5]"}).sections_as<ToySections>().weights == std::vector<double>{0.5});
+  CHECK(train::parse_config(kToy, {"data.weights=[]"}).sections_as<ToySections>().weights.empty());
+  CHECK_THROWS_WITH(train::parse_config(kToy, {"data.weights=[\"a\"]"}), Contains("'data.weights' must be an array of numbers"));
+  CHECK_THROWS_WITH(train::parse_config(kToy, {"data.weights=3"}), Contains("'data.weights' must be an array of numbers"));
+  {
+    const train::RunConfig c = train::parse_config(kToy, {"data.weights=[0.25, 4]"});
+    CHECK(train::parse_config(train::to_json(c)).sections_as<ToySections>().weights == std::vector<double>{0.25, 4});
+  }
   // Switching the task with --set switches the schema: the toy's keys are unknown to ListOps.
   CHECK_THROWS_WITH(train::parse_config(kToy, {"data.task=listops"}), Contains("unknown key 'data.points'"));
   // Every registered task is listed when one is unknown.

@@ -160,6 +160,39 @@ TEST_CASE("make_image_classifier builds every name with the data's spec", "[visi
                     Catch::Contains("multiple of the long-short window"));
 }
 
+TEST_CASE("ClassifierOptions set what a family has and refuse what it lacks", "[vision]") {
+  const std::string arch = "vil:l1,h2,d16,n2,s1,g1,p2,f7,a0,r4_l2,h2,d32,n1,s0,g0,p2,f7,a0";
+  const vision::ImageSpec spec{.num_classes = 10, .image_size = 28, .in_channels = 1};
+  CHECK(vision::classifier_family(arch) == vision::ClassifierFamily::ViL);
+  CHECK(vision::classifier_family("cvt_ls_13_224") == vision::ClassifierFamily::CvTLS);
+  CHECK(vision::classifier_family("cnn") == vision::ClassifierFamily::Cnn);
+  CHECK_THROWS_WITH(vision::classifier_family("vit"), Catch::Contains("unknown model 'vit'"));
+  // ViL: DualLN off drops both LayerNorms of every long-short layer (two stage-1 blocks).
+  auto with = vision::make_image_classifier(arch, spec);
+  auto without = vision::make_image_classifier(arch, spec, {.dual_ln = false});
+  CHECK(with->parameter_count() - without->parameter_count() == 2 * 4 * 16);
+  for (const auto& [name, t] : without->named_parameters()) CHECK(name.find("dual_ln") == std::string::npos);
+  auto& vil = dynamic_cast<vision::ViLClassifier&>(*vision::make_image_classifier(arch, spec, {.drop_path = 0.2, .qkv_bias = false}));
+  CHECK(vil.options().drop_path_rate == 0.2);
+  CHECK_FALSE(vil.options().qkv_bias);
+  CHECK(dynamic_cast<vision::ViLClassifier&>(*vision::make_image_classifier(arch, spec)).options().drop_path_rate == 0.0);
+  {
+    nn::init::SkipRandomInit skip;  // full-size presets: structure only
+    // A preset keeps its own rate unless told otherwise.
+    auto preset = vision::make_image_classifier("vil_ls_medium_224", {.num_classes = 10});
+    CHECK(dynamic_cast<vision::ViLClassifier&>(*preset).options().drop_path_rate == 0.3);
+    auto cvt = vision::make_image_classifier("cvt_ls_13_224", {.num_classes = 10},
+                                             {.drop_path = 0.2, .dual_ln = false, .kv_stride = 2, .dp_kernel = 5});
+    const auto& o = dynamic_cast<vision::CvTLSClassifier&>(*cvt).options();
+    CHECK((o.stages.back().drop_path == 0.2 && o.stages.front().drop_path == 0.0));
+    CHECK((!o.dual_ln && o.kv_stride == 2 && o.dp_kernel == 5 && !o.batch_norm_projection));
+  }
+  CHECK_THROWS_WITH(vision::make_image_classifier("cnn", spec, {.dual_ln = false}),
+                    Catch::Contains("'cnn': option dual_ln does not apply"));
+  CHECK_THROWS_WITH(vision::make_image_classifier(arch, spec, {.kv_stride = 2}), Catch::Contains("option kv_stride does not apply (CvT*-LS only)"));
+  CHECK_NOTHROW(vision::make_image_classifier("cnn", spec, {.drop_rate = 0.1}));
+}
+
 TEST_CASE("measure_cost counts parameters and the multiply-adds of one image", "[vision]") {
   // CNN, 8×8 grey, widths (6, 8), one conv per block: conv 1·6·9 per output position on 8×8,
   // pool to 4×4, conv 6·8·9 per position on 4×4, pool, global average, Linear 8 → 3.

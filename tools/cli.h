@@ -48,5 +48,7 @@ int run_data(const std::vector<std::string>& args);
 void data_usage(std::ostream& os);
 int run_generate(const std::vector<std::string>& args);
 void generate_usage(std::ostream& os);
+int run_info(const std::vector<std::string>& args);
+void info_usage(std::ostream& os);
 
 }  // namespace lsf::cli

@@ -19,32 +19,6 @@ struct Command {
   std::function<void(std::ostream&)> usage;  // the command's flags
 };
 
-// A positive integer flag value, or an lsf::Error naming the flag.
-int parse_count(const std::string& flag, const std::string& value) {
-  size_t used = 0;
-  long n = 0;
-  try {
-    n = std::stol(value, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  LSF_CHECK(used == value.size() && n >= 1 && n <= 4096) << flag << " expects a positive integer, got '" << value << "'";
-  return int(n);
-}
-
-int run_info(const std::vector<std::string>& args) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--threads" && i + 1 < args.size()) {
-      lsf::set_num_threads(parse_count("--threads", args[++i]));
-    } else {
-      std::cerr << "lsf info: unknown argument '" << args[i] << "' (usage: lsf info [--threads N])\n";
-      return 2;
-    }
-  }
-  std::cout << lsf::build_info();
-  return 0;
-}
-
 const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
       {"train", "train a model from a JSON config (configs/)", lsf::cli::run_train, lsf::cli::train_usage},
@@ -52,8 +26,8 @@ const std::vector<Command>& commands() {
       {"generate", "continue a prompt with a char-LM checkpoint (lsf generate --checkpoint C --prompt TEXT)",
        lsf::cli::run_generate, lsf::cli::generate_usage},
       {"data", "write a dataset (lsf data listops --out DIR, lsf data text --from PATH --out DIR)", lsf::cli::run_data, lsf::cli::data_usage},
-      {"info", "print version, build options, BLAS, threads and devices", run_info,
-       [](std::ostream& os) { os << "usage: lsf info [--threads N]\n"; }},
+      {"info", "print version, build options, BLAS, threads and devices; --model CONFIG: parameters and GFLOPs",
+       lsf::cli::run_info, lsf::cli::info_usage},
   };
   return table;
 }

@@ -85,6 +85,7 @@
 #include "lsformer/models/train/run_directory.h"
 #include "lsformer/models/train/task.h"
 #include "lsformer/models/train/trainer.h"
+#include "lsformer/models/train/vision_task.h"
 #include "lsformer/models/vision/classifier.h"
 #include "lsformer/models/vision/cnn.h"
 #include "lsformer/models/vision/cvt_ls.h"

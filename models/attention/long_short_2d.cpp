@@ -26,6 +26,8 @@
 //    (q, k, v and the projection logits come from the caller, forward_projected) and
 //    projection_stride s > 1 (the dynamic projection compresses only every s-th row and column of
 //    LN_L(k), LN_L(v), like CvT's stride-s key/value convolutions; the window keeps every key).
+//  * dual_ln = false (an extension, for the paper's DualLN ablation) drops LN_L and LN_G: keys
+//    and values enter the window, global and projected slots as the projections give them.
 //  * Initialisation follows ViL (§4.4): Linear weights trunc-normal std 0.02, biases 0,
 //    LayerNorms (1, 0), the RPE table trunc-normal 0.02.
 #include "lsformer/models/attention/long_short_2d.h"
@@ -162,8 +164,10 @@ LongShortAttention2d::LongShortAttention2d(const LongShortAttention2dOptions& op
     to_dynamic_projection =
         register_module("to_dynamic_projection", std::make_shared<Linear>(o.dim, o.heads * o.rank));
   }
-  dual_ln_dp = register_module("dual_ln_dp", std::make_shared<LayerNorm>(o.dim, 1e-5));
-  dual_ln_full = register_module("dual_ln_full", std::make_shared<LayerNorm>(o.dim, 1e-5));
+  if (o.dual_ln) {
+    dual_ln_dp = register_module("dual_ln_dp", std::make_shared<LayerNorm>(o.dim, 1e-5));
+    dual_ln_full = register_module("dual_ln_full", std::make_shared<LayerNorm>(o.dim, 1e-5));
+  }
 
   for (const auto& lin : {qkv, proj, to_dynamic_projection}) {
     if (!lin) continue;
@@ -176,6 +180,7 @@ std::string LongShortAttention2d::extra_repr() const {
   std::ostringstream os;
   os << "dim=" << options_.dim << ", heads=" << options_.heads << ", window=" << options_.window
      << ", rank=" << options_.rank << ", rpe=" << (options_.rpe ? "true" : "false") << ", span=" << span_;
+  if (!options_.dual_ln) os << ", dual_ln=false";
   return os.str();
 }
 
@@ -253,8 +258,8 @@ Tensor LongShortAttention2d::forward_projected(const Tensor& q_in, const Tensor&
 
   // 1–2. q, k, v; q scaled by e^-1/2; LN_L over the full width for k and v of all tokens.
   Tensor q = split_heads(mul(q_in, 1.0 / std::sqrt(double(e))), h);  // [B, h, n, e]
-  Tensor k = split_heads(dual_ln_full->forward(k_in), h);
-  Tensor v = split_heads(dual_ln_full->forward(v_in), h);
+  Tensor k = split_heads(dual_ln_full ? dual_ln_full->forward(k_in) : k_in, h);
+  Tensor v = split_heads(dual_ln_full ? dual_ln_full->forward(v_in) : v_in, h);
 
   // 3. Global rows and patch rows.
   Tensor qp = q.narrow(2, g, N), kp = k.narrow(2, g, N), vp = v.narrow(2, g, N);  // [B, h, N, e]
@@ -272,7 +277,7 @@ Tensor LongShortAttention2d::forward_projected(const Tensor& q_in, const Tensor&
     auto compress = [&](const Tensor& t) {                                 // [B, h, N, e] → [B, h, r, e]
       Tensor kept = stride == 1 ? t : subsample_map(t, nx, stride);       // [B, h, Ns, e]
       Tensor merged = matmul(pm, kept).permute({0, 2, 1, 3}).reshape({B, r, C});
-      return split_heads(dual_ln_dp->forward(merged), h);
+      return split_heads(dual_ln_dp ? dual_ln_dp->forward(merged) : merged, h);
     };
     kbar = compress(kp);
     vbar = compress(vp);

@@ -16,6 +16,8 @@
 // checkpoints load strictly), qkv (Linear C → 3C, bias by qkv_bias), proj (Linear C → C),
 // to_dynamic_projection (Linear C → h·r, only when r > 0), dual_ln_dp (LN_G) and dual_ln_full
 // (LN_L), both LayerNorm(C, eps 1e-5). Children attn_drop / proj_drop hold no parameters.
+// With dual_ln = false (the paper's "w/o DualLN" ablation, not an official setting) the two
+// LayerNorms do not exist: keys and values enter both branches unnormalised.
 //
 // With external_projections the module holds no qkv and no to_dynamic_projection: the caller
 // computes q, k, v and the projection logits itself (CvT*-LS's convolutional projections,
@@ -46,6 +48,7 @@ struct LongShortAttention2dOptions {
   double proj_drop = 0.0;  // dropout after proj
   bool external_projections = false;  // no qkv / to_dynamic_projection: use forward_projected
   int64_t projection_stride = 1;      // s ≥ 1: the dynamic projection sees every s-th row and column
+  bool dual_ln = true;                // LN_L and LN_G on the keys and values (off: the ablation)
 };
 
 class LongShortAttention2d : public Attention {
@@ -83,8 +86,8 @@ class LongShortAttention2d : public Attention {
   std::shared_ptr<Linear> qkv;                    // null with external_projections
   std::shared_ptr<Linear> proj;
   std::shared_ptr<Linear> to_dynamic_projection;  // null when rank == 0 or external_projections
-  std::shared_ptr<LayerNorm> dual_ln_dp;          // LN_G: projected keys and values
-  std::shared_ptr<LayerNorm> dual_ln_full;        // LN_L: keys and values of all tokens
+  std::shared_ptr<LayerNorm> dual_ln_dp;          // LN_G: projected keys and values (null without dual_ln)
+  std::shared_ptr<LayerNorm> dual_ln_full;        // LN_L: keys and values of all tokens (null without dual_ln)
   std::shared_ptr<Dropout> attn_drop;
   std::shared_ptr<Dropout> proj_drop;
   Tensor local_relative_position_bias_table;      // [rpe_table_rows(w), h], undefined without rpe

@@ -4,11 +4,14 @@
 // (the common sections here, the family's sections through TaskSections::visit); JsonWriter
 // writes each field at its dotted key, JsonReader reads it back. The schema is the JSON of the
 // task's default RunConfig: a user document is checked against it key by key (unknown keys,
-// JSON types), then merged over it, so every resolved config carries every key.
+// JSON types), then merged over it, so every resolved config carries every key. JSON alone
+// cannot tell a list of numbers of any length from a fixed pair or a list of strings (an empty
+// default looks like either), so the keys of such lists are collected separately (ListKeys).
 #include "lsformer/models/train/config.h"
 
 #include <algorithm>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -41,6 +44,7 @@ void visit_config(RunConfig& c, FieldVisitor& v) {
   v.field("optimizer.eps", o.eps);
   v.field("optimizer.weight_decay", o.weight_decay);
   v.field("optimizer.grad_clip", o.grad_clip);
+  v.field("optimizer.no_decay", o.no_decay);
   ScheduleConfig& s = c.schedule;
   v.field("schedule.name", s.name, kScheduleNames);
   v.field("schedule.warmup_steps", s.warmup_steps);
@@ -51,6 +55,8 @@ void visit_config(RunConfig& c, FieldVisitor& v) {
   v.field("schedule.div_factor", s.div_factor);
   v.field("schedule.final_div_factor", s.final_div_factor);
   v.field("schedule.min_lr", s.min_lr);
+  v.field("schedule.warmup_start_factor", s.warmup_start_factor);
+  v.field("schedule.rebase", s.rebase);
   LoopConfig& t = c.train;
   v.field("train.steps", t.steps);
   v.field("train.batch_size", t.batch_size);
@@ -73,6 +79,7 @@ class JsonWriter final : public FieldVisitor {
   void field(const char* key, double& value) override { out[pointer(key)] = value; }
   void field(const char* key, std::array<double, 2>& value) override { out[pointer(key)] = value; }
   void field(const char* key, std::vector<std::string>& value) override { out[pointer(key)] = value; }
+  void field(const char* key, std::vector<double>& value) override { out[pointer(key)] = value; }
   using FieldVisitor::field;
 
  protected:
@@ -97,6 +104,7 @@ class JsonReader final : public FieldVisitor {
   void field(const char* key, double& value) override { value = at(key).get<double>(); }
   void field(const char* key, std::array<double, 2>& value) override { value = at(key).get<std::array<double, 2>>(); }
   void field(const char* key, std::vector<std::string>& value) override { value = at(key).get<std::vector<std::string>>(); }
+  void field(const char* key, std::vector<double>& value) override { value = at(key).get<std::vector<double>>(); }
   using FieldVisitor::field;
 
  protected:
@@ -109,6 +117,31 @@ class JsonReader final : public FieldVisitor {
   const std::string& source_;
   const json& doc_;
 };
+
+// The dotted keys of the number-list fields (std::vector<double>).
+class ListKeys final : public FieldVisitor {
+ public:
+  std::set<std::string> keys;
+  void field(const char*, std::string&) override {}
+  void field(const char*, bool&) override {}
+  void field(const char*, int64_t&) override {}
+  void field(const char*, uint64_t&) override {}
+  void field(const char*, double&) override {}
+  void field(const char*, std::array<double, 2>&) override {}
+  void field(const char*, std::vector<std::string>&) override {}
+  void field(const char* key, std::vector<double>&) override { keys.insert(key); }
+  using FieldVisitor::field;
+
+ protected:
+  void enum_field(const char*, int64_t&, std::span<const char* const>) override {}
+};
+
+std::set<std::string> number_list_keys(const RunConfig& config) {
+  RunConfig copy = config;
+  ListKeys k;
+  visit_config(copy, k);
+  return k.keys;
+}
 
 json config_to_json(const RunConfig& config) {
   RunConfig copy = config;
@@ -137,11 +170,16 @@ std::string kind_name(const json& v) {
 }
 
 // Checks user value `v` at `key` against the schema's default `d`: same kind (an integer is a
-// number; a number is not an integer), arrays of the same length and element kinds.
-void check_kind(const std::string& source, const std::string& key, const json& v, const json& d) {
+// number; a number is not an integer), arrays of the same length and element kinds; a number
+// list (`number_list`) is an array of numbers of any length.
+void check_kind(const std::string& source, const std::string& key, const json& v, const json& d, bool number_list = false) {
   bool ok = false;
   std::string want;
-  if (d.is_boolean()) {
+  if (number_list) {
+    want = "an array of numbers";
+    ok = v.is_array();
+    for (size_t i = 0; ok && i < v.size(); ++i) ok = v[i].is_number();
+  } else if (d.is_boolean()) {
     ok = v.is_boolean(), want = "a boolean (true/false)";
   } else if (d.is_number_integer()) {
     ok = v.is_number_integer(), want = "an integer";
@@ -163,8 +201,10 @@ void check_kind(const std::string& source, const std::string& key, const json& v
   LSF_CHECK(ok) << source << ": '" << key << "' must be " << want << ", got " << v.dump() << " (" << kind_name(v) << ")";
 }
 
-// Checks every key of `user` (at dotted prefix `prefix`) against `schema`, recursively.
-void check_against_schema(const std::string& source, const json& user, const json& schema, const std::string& prefix) {
+// Checks every key of `user` (at dotted prefix `prefix`) against `schema`, recursively;
+// `lists` holds the number-list keys.
+void check_against_schema(const std::string& source, const json& user, const json& schema, const std::string& prefix,
+                          const std::set<std::string>& lists) {
   for (const auto& [k, v] : user.items()) {
     std::string key = prefix.empty() ? k : prefix + "." + k;
     if (!schema.contains(k)) {
@@ -174,8 +214,8 @@ void check_against_schema(const std::string& source, const json& user, const jso
                  << " has: " << known << ")";
     }
     const json& d = schema.at(k);
-    check_kind(source, key, v, d);
-    if (d.is_object()) check_against_schema(source, v, d, key);
+    check_kind(source, key, v, d, lists.count(key) > 0);
+    if (d.is_object()) check_against_schema(source, v, d, key, lists);
   }
 }
 
@@ -252,6 +292,8 @@ void validate_common(const std::string& source, const RunConfig& c) {
   at_least(source, "optimizer.eps", o.eps, 0);
   at_least(source, "optimizer.weight_decay", o.weight_decay, 0);
   at_least(source, "optimizer.grad_clip", o.grad_clip, 0);
+  for (const std::string& pattern : o.no_decay)
+    LSF_CHECK(!pattern.empty()) << source << ": 'optimizer.no_decay' holds an empty pattern (it would match every parameter)";
 
   const ScheduleConfig& s = c.schedule;
   at_least(source, "schedule.warmup_steps", double(s.warmup_steps), 0);
@@ -260,6 +302,13 @@ void validate_common(const std::string& source, const RunConfig& c) {
   LSF_CHECK(s.div_factor > 0) << source << ": 'schedule.div_factor' must be > 0, got " << s.div_factor;
   LSF_CHECK(s.final_div_factor > 0) << source << ": 'schedule.final_div_factor' must be > 0, got " << s.final_div_factor;
   at_least(source, "schedule.min_lr", s.min_lr, 0);
+  LSF_CHECK(s.warmup_start_factor >= 0.0 && s.warmup_start_factor <= 1.0)
+      << source << ": 'schedule.warmup_start_factor' must be in [0, 1], got " << s.warmup_start_factor;
+  if (s.name != ScheduleKind::WarmupCosine) {
+    LSF_CHECK(s.warmup_start_factor == 0.0 && s.rebase)
+        << source << ": 'schedule.warmup_start_factor' and 'schedule.rebase' apply to warmup_cosine only, and 'schedule.name' is \""
+        << enum_name(s.name, kScheduleNames) << "\"";
+  }
   if (s.name == ScheduleKind::OneCycle) {
     // PyTorch's first phase ends at step pct_start·steps − 1 = warmup − 1, which must be > 0.
     LSF_CHECK(s.warmup_steps >= 2 && s.warmup_steps < c.train.steps)
@@ -296,9 +345,10 @@ RunConfig parse_config(const std::string& json_text, const std::vector<std::stri
   const std::string task = requested_task(source, user, overrides);
   RunConfig c = default_config(task);
   const json schema = config_to_json(c);
-  check_against_schema(source, user, schema, "");
+  const std::set<std::string> lists = number_list_keys(c);
+  check_against_schema(source, user, schema, "", lists);
   for (const std::string& o : overrides) apply_override(user, schema, o);
-  check_against_schema(source, user, schema, "");  // the overrides' values
+  check_against_schema(source, user, schema, "", lists);  // the overrides' values
   json merged = schema;
   merged.merge_patch(user);
   JsonReader reader(source, merged);

@@ -53,6 +53,8 @@ class FieldVisitor {
   virtual void field(const char* key, double& value) = 0;
   virtual void field(const char* key, std::array<double, 2>& value) = 0;
   virtual void field(const char* key, std::vector<std::string>& value) = 0;
+  // A list of numbers of any length (e.g. per-channel means); empty is allowed.
+  virtual void field(const char* key, std::vector<double>& value) = 0;
   // An enum written as one of `names`, names[i] naming the enumerator of value i
   // (engine/enum_names.h).
   template <typename E>
@@ -87,6 +89,9 @@ struct OptimizerConfig {
   double eps = 1e-6;
   double weight_decay = 0.0;
   double grad_clip = 0.0;      // max global gradient norm; 0: no clipping (the LRA code)
+  // Parameters whose name contains any of these substrings get no weight decay (a second group;
+  // the ViL recipe's list is optim::vil_no_decay_patterns()). Empty: one group, all decayed.
+  std::vector<std::string> no_decay;
 };
 
 enum class ScheduleKind { OneCycle, WarmupCosine, WarmupConstant, Linear, Constant };
@@ -103,6 +108,9 @@ struct ScheduleConfig {
   double base_momentum = 0.85, max_momentum = 0.95;
   double div_factor = 25.0, final_div_factor = 1e4;  // onecycle: start lr/div, end start/final_div
   double min_lr = 0.0;             // warmup_cosine / linear: the floor
+  double warmup_start_factor = 0.0;  // warmup_cosine: warmup starts at lr·factor (ViL: 0.002)
+  bool rebase = true;              // warmup_cosine: cosine over the steps after warmup; false: on the
+                                   // global step, as ViL (optim::WarmupCosineOptions)
 };
 
 struct LoopConfig {

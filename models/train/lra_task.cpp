@@ -15,6 +15,9 @@
 #include "lsformer/data/text.h"
 #include "lsformer/engine/autograd.h"
 #include "lsformer/engine/error.h"
+#include "lsformer/models/nn/init.h"
+#include "lsformer/ops/factory.h"
+#include "lsformer/ops/flops.h"
 #include "lsformer/ops/loss.h"
 #include "lsformer/ops/reduce.h"
 
@@ -23,7 +26,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::vector<std::string> kLraTasks = {"listops", "text", "retrieval", "image", "pathfinder"};
+const std::vector<std::string> kLraTasks = {"listops", "text", "retrieval", "lra_image", "pathfinder"};
+const std::map<std::string, int64_t> kLraClasses = {{"listops", 10}, {"text", 2}, {"retrieval", 2}, {"lra_image", 10}, {"pathfinder", 2}};
 
 std::shared_ptr<const data::Dataset> share(data::Dataset d) { return std::make_shared<const data::Dataset>(std::move(d)); }
 
@@ -61,7 +65,7 @@ data::Dataset read_split(const std::string& task, const LraDataConfig& d, const 
   if (task == "text") return read_text(path, d.max_length);
   if (task == "retrieval") return data::read_retrieval_tsv(path, d.max_length);
   if (task == "pathfinder") return data::read_pathfinder(path, split == "dev" ? "val" : split, d.seed);
-  // image: CIFAR-10's five training batches split 45,000 / 5,000 (LRA: train[:90%], train[90%:])
+  // lra_image: CIFAR-10's five training batches split 45,000 / 5,000 (LRA: train[:90%], train[90%:])
   if (split == "test") return data::read_cifar10_gray({path});
   std::vector<std::string> batches;
   if (fs::is_regular_file(path)) {
@@ -176,7 +180,7 @@ void check_lra_data_paths(const RunConfig& config) {
   check("train", p.train, d.files.train.empty() ? "data.path" : "data.files.train");
   check("dev", p.dev, d.files.dev.empty() ? "data.path" : "data.files.dev");
   check("test", p.test, d.files.test.empty() ? "data.path" : "data.files.test");
-  if (task == "image" && d.files.train.empty())
+  if (task == "lra_image" && d.files.train.empty())
     for (int i = 1; i <= 5; ++i) {
       std::string f = join(d.path, "data_batch_" + std::to_string(i) + ".bin");
       LSF_CHECK(fs::exists(f)) << "'data.path': the CIFAR-10 training batch '" << f << "' does not exist";
@@ -271,6 +275,40 @@ class LraTask final : public Task {
 
   Selection selection() const override { return {"accuracy", /*higher_is_better=*/true}; }
 
+  // Without data: every LRA task has a fixed class count and pairing. The cost is one forward
+  // pass of one example of the config's length (data.seq_len, else model.max_seq_len; both
+  // documents for Retrieval), every token real.
+  ModelSummary summarize_model() override {
+    const LraSections& s = lra_sections(config_);
+    lra::LraModelOptions o = s.model;
+    if (o.num_classes == 0) o.num_classes = kLraClasses.at(config_.task);
+    o.dual = config_.task == "retrieval";
+    const int64_t multiple = batch_options(config_, false).pad_multiple;
+    int64_t length = s.model.attention == lra::AttentionKind::Linformer ? o.max_seq_len : s.data.seq_len > 0 ? s.data.seq_len : o.max_seq_len;
+    length = length / multiple * multiple;
+    LSF_CHECK(length > 0) << "'model.max_seq_len' (" << o.max_seq_len << ") holds no multiple of the padding (" << multiple << ")";
+    std::shared_ptr<lra::LraClassifier> model;
+    {
+      nn::init::SkipRandomInit skip;  // counting only
+      model = std::make_shared<lra::LraClassifier>(o);
+    }
+    model->eval();
+    NoGradGuard no_grad;
+    const Tensor tokens = zeros({1, length}, kI64), mask = ones({1, length}, kBool);
+    FlopCounter counter;
+    if (o.dual) {
+      model->forward(tokens, mask, tokens, mask);
+    } else {
+      model->forward(tokens, mask);
+    }
+    std::ostringstream os, example;
+    os << "LRA " << config_.task << " classifier (" << lra::to_string(o.attention) << " attention, " << o.layers << " layers, d "
+       << o.dim << ", " << o.num_classes << " classes)";
+    example << (o.dual ? "pair of sequences" : "sequence") << " of " << length << " tokens";
+    return {.description = os.str(), .parameters = model->parameter_count(), .multiply_adds = counter.multiply_adds(),
+            .example = example.str()};
+  }
+
   std::string describe(const EvalResult& r) const override {
     std::ostringstream os;
     os << "accuracy " << percent(r.metric("accuracy")) << " (" << int64_t(r.metric("correct")) << "/"
@@ -355,7 +393,7 @@ SplitPaths data_files(const std::string& task, const LraDataConfig& d) {
     } else if (task == "retrieval") {
       p = {join(d.path, "new_aan_pairs.train.tsv"), join(d.path, "new_aan_pairs.eval.tsv"),
            join(d.path, "new_aan_pairs.test.tsv")};
-    } else if (task == "image") {
+    } else if (task == "lra_image") {
       p = {d.path, d.path, join(d.path, "test_batch.bin")};  // dev: the last 10% of the training batches
     } else {
       p = {d.path, d.path, d.path};  // pathfinder: one folder, split 80/10/10

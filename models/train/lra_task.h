@@ -1,5 +1,6 @@
 // The Long Range Arena family for the trainer (models/train/task.h): data.task "listops",
-// "text", "retrieval", "image" (CIFAR-10 as LRA's grayscale pixel sequences) or "pathfinder".
+// "text", "retrieval", "lra_image" (CIFAR-10 as LRA's grayscale pixel sequences; "image" is the
+// vision family's, models/train/vision_task.h) or "pathfinder".
 // Its "data" section says where the task's files are (the LRA release layout) or how ListOps is
 // generated in memory; its "model" section is the LRA classifier's options
 // (models/lra/lra_model.h).
@@ -47,7 +48,7 @@ struct LraDataConfig {
   //   listops     .../listops-1000              basic_{train,val,test}.tsv
   //   text        .../aclImdb                   {train,test}/{neg,pos}/*.txt (dev = test, as LRA)
   //   retrieval   .../tsv_data                  new_aan_pairs.{train,eval,test}.tsv
-  //   image       .../cifar-10-batches-bin      data_batch_{1..5}.bin (45k train / 5k dev), test_batch.bin
+  //   lra_image   .../cifar-10-batches-bin      data_batch_{1..5}.bin (45k train / 5k dev), test_batch.bin
   //   pathfinder  .../pathfinder32/curv_contour_length_14   80/10/10 split by data.seed
   std::string path;
   DataFiles files;

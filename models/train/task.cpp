@@ -5,6 +5,7 @@
 #include <map>
 
 #include "lsformer/engine/error.h"
+#include "lsformer/models/nn/init.h"
 
 namespace lsf::train {
 namespace {
@@ -43,6 +44,13 @@ double EvalResult::metric(const std::string& name) const {
     present += (present.empty() ? "" : ", ") + m.name;
   }
   LSF_FAIL() << "the " << split << " evaluation has no metric '" << name << "' (it has: " << present << ")";
+}
+
+ModelSummary Task::summarize_model() {
+  load_data({"train"});
+  nn::init::SkipRandomInit skip;  // counting only
+  std::shared_ptr<nn::Module> model = build_model();
+  return {.description = model->type_name(), .parameters = model->parameter_count()};
 }
 
 void Task::restore_state(const NamedTensors& tensors) {

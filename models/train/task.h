@@ -84,6 +84,14 @@ struct Selection {
   bool higher_is_better = true;
 };
 
+// What `lsf info --model` reports about a config's model.
+struct ModelSummary {
+  std::string description;     // the model and what it is built for ("vil_ls_medium_224, 224×224×3 images, 1000 classes")
+  int64_t parameters = 0;      // trainable scalars
+  int64_t multiply_adds = -1;  // one forward pass of one example (ops/flops.h's convention); −1: not measured
+  std::string example;         // what that example is ("image", "sequence of 2048 tokens")
+};
+
 class Task {
  public:
   virtual ~Task() = default;
@@ -112,6 +120,12 @@ class Task {
   virtual Selection selection() const = 0;
   // A line for the final report, e.g. "43.70% (437/1000; majority class 11.90%)".
   virtual std::string describe(const EvalResult& result) const = 0;
+
+  // The config's model for `lsf info --model`, built without its random initialisation. The
+  // default loads the "train" split, builds the model and counts its parameters; a family
+  // overrides it to build without data where the config fixes what the data would, and to
+  // count the multiply-adds of a forward pass.
+  virtual ModelSummary summarize_model();
 
   // State that must survive a checkpoint besides weights, optimizer and RNG (the char-LM's
   // memory). Stored as "task.<name>" tensors in last.safetensors. Default: none.

@@ -12,6 +12,7 @@
 #include <iostream>
 #include <map>
 #include <sstream>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -272,13 +273,19 @@ void report(const Run& run, const TrainSummary& summary, std::ostream& out) {
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const RunConfig& c, const nn::Module& model) {
   const OptimizerConfig& o = c.optimizer;
+  // One group (every parameter decayed) unless optimizer.no_decay names some: then the decayed
+  // group and the no-decay group, in that order (optim::decay_groups).
+  auto build = [&](auto options) -> std::unique_ptr<optim::Optimizer> {
+    using Options = decltype(options);
+    using Optimizer = std::conditional_t<std::is_same_v<Options, optim::AdamWOptions>, optim::AdamW, optim::Adam>;
+    if (o.no_decay.empty()) return std::make_unique<Optimizer>(model.named_parameters(), options);
+    return std::make_unique<Optimizer>(optim::decay_groups(model.named_parameters(), options, o.no_decay));
+  };
   switch (o.name) {
     case OptimizerKind::Adam:
-      return std::make_unique<optim::Adam>(model.named_parameters(),
-                                           optim::AdamOptions{.lr = o.lr, .betas = o.betas, .eps = o.eps, .weight_decay = o.weight_decay});
+      return build(optim::AdamOptions{.lr = o.lr, .betas = o.betas, .eps = o.eps, .weight_decay = o.weight_decay});
     case OptimizerKind::AdamW:
-      return std::make_unique<optim::AdamW>(model.named_parameters(),
-                                            optim::AdamWOptions{.lr = o.lr, .betas = o.betas, .eps = o.eps, .weight_decay = o.weight_decay});
+      return build(optim::AdamWOptions{.lr = o.lr, .betas = o.betas, .eps = o.eps, .weight_decay = o.weight_decay});
   }
   LSF_FAIL() << "internal: optimizer.name holds no OptimizerKind (" << int(o.name) << ")";
 }
@@ -295,7 +302,8 @@ std::unique_ptr<optim::Schedule> make_schedule(const RunConfig& c) {
           .div_factor = s.div_factor, .final_div_factor = s.final_div_factor});
     case ScheduleKind::WarmupCosine:
       return std::make_unique<optim::WarmupCosine>(
-          optim::WarmupCosineOptions{.lr = lr, .warmup_steps = s.warmup_steps, .total_steps = steps, .min_lr = s.min_lr});
+          optim::WarmupCosineOptions{.lr = lr, .warmup_steps = s.warmup_steps, .total_steps = steps, .min_lr = s.min_lr,
+                                     .warmup_start_factor = s.warmup_start_factor, .rebase = s.rebase});
     case ScheduleKind::WarmupConstant:
       return std::make_unique<optim::WarmupConstant>(optim::WarmupConstantOptions{.lr = lr, .warmup_steps = s.warmup_steps});
     case ScheduleKind::Linear:

@@ -78,7 +78,8 @@ std::string describe_result(const std::string& checkpoint, const EvalResult& res
 RunConfig checkpoint_config(const std::string& path, const std::vector<std::string>& overrides = {});
 
 // The optimizer and schedule the config's "optimizer" and "schedule" sections describe, over
-// every parameter of `model` (weight decay on all of them, as the paper's code bases do).
+// every parameter of `model`: one group decayed as a whole (the LRA and char-LM code bases), or,
+// when optimizer.no_decay names patterns, a decayed group and a no-decay group (ViL's recipe).
 std::unique_ptr<optim::Optimizer> make_optimizer(const RunConfig& config, const nn::Module& model);
 std::unique_ptr<optim::Schedule> make_schedule(const RunConfig& config);
 

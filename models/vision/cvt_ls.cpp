@@ -57,7 +57,8 @@ CvTLSBlock::CvTLSBlock(const CvTLSStageConfig& s, const CvTLSOptions& o, double 
                                      .proj_drop = o.drop_rate,
                                      .kv_stride = o.kv_stride,
                                      .dp_kernel = o.dp_kernel,
-                                     .batch_norm_projection = o.batch_norm_projection}));
+                                     .batch_norm_projection = o.batch_norm_projection,
+                                     .dual_ln = o.dual_ln}));
   drop_path = register_module("drop_path", std::make_shared<nn::DropPath>(rate));
   norm2 = register_module("norm2", std::make_shared<nn::LayerNorm>(s.dim, kLnEps));
   nn::MlpOptions mlp_options;

@@ -74,7 +74,8 @@ CvTLSAttention::CvTLSAttention(const CvTLSAttentionOptions& o) : Attention("CvTL
                                  .attn_drop = o.attn_drop,
                                  .proj_drop = o.proj_drop,
                                  .external_projections = true,
-                                 .projection_stride = o.kv_stride}));
+                                 .projection_stride = o.kv_stride,
+                                 .dual_ln = o.dual_ln}));
 }
 
 std::string CvTLSAttention::extra_repr() const {

@@ -55,6 +55,7 @@ struct CvTLSAttentionOptions {
   int64_t dp_kernel = 3;              // depthwise kernel of W_P
   bool batch_norm_projection = false; // W_P with BatchNorm instead of weight standardisation
   bool rpe = false;                   // relative-position bias in the window (the paper: none)
+  bool dual_ln = true;                // DualLN (false: the paper's "w/o DualLN" ablation)
 };
 
 // CvT's "dw_bn" projection: conv (depthwise, no bias) then bn, on a C × nx × nx map.

@@ -59,26 +59,62 @@ ImageSpec default_spec(const std::string& name) {
   return {};
 }
 
-std::shared_ptr<ImageClassifier> make_image_classifier(const std::string& name, const ImageSpec& spec) {
-  if (is_vil_preset(name) || name.rfind("vil:", 0) == 0) {
-    ViLOptions o = is_vil_preset(name) ? vil_preset(name) : ViLOptions{.arch = name.substr(4)};
-    o.num_classes = spec.num_classes;
-    o.image_size = spec.image_size;
-    o.in_channels = spec.in_channels;
-    return std::make_shared<ViLClassifier>(o);
-  }
-  if (is_cvt_preset(name)) {
-    CvTLSOptions o = cvt_ls_preset(name);
-    o.num_classes = spec.num_classes;
-    o.image_size = spec.image_size;
-    o.in_channels = spec.in_channels;
-    return std::make_shared<CvTLSClassifier>(o);
-  }
-  if (name == "cnn") {
-    return std::make_shared<CnnClassifier>(
-        CnnOptions{.image_size = spec.image_size, .in_channels = spec.in_channels, .num_classes = spec.num_classes});
-  }
+ClassifierFamily classifier_family(const std::string& name) {
+  if (is_vil_preset(name) || name.rfind("vil:", 0) == 0) return ClassifierFamily::ViL;
+  if (is_cvt_preset(name)) return ClassifierFamily::CvTLS;
+  if (name == "cnn") return ClassifierFamily::Cnn;
   LSF_FAIL() << "image classifier: unknown model '" << name << "' (known:" << known_names() << ")";
+}
+
+std::shared_ptr<ImageClassifier> make_image_classifier(const std::string& name, const ImageSpec& spec,
+                                                       const ClassifierOptions& options) {
+  const ClassifierFamily family = classifier_family(name);
+  auto refuse = [&](bool set, const char* option, const char* families) {
+    LSF_CHECK(!set) << "image classifier '" << name << "': option " << option << " does not apply (" << families << " only)";
+  };
+  if (family != ClassifierFamily::CvTLS) {
+    refuse(options.kv_stride.has_value(), "kv_stride", "CvT*-LS");
+    refuse(options.dp_kernel.has_value(), "dp_kernel", "CvT*-LS");
+    refuse(options.batch_norm_projection.has_value(), "batch_norm_projection", "CvT*-LS");
+  }
+  if (family == ClassifierFamily::Cnn) {
+    refuse(options.drop_path.has_value(), "drop_path", "ViL and CvT*-LS");
+    refuse(options.qkv_bias.has_value(), "qkv_bias", "ViL and CvT*-LS");
+    refuse(options.dual_ln.has_value(), "dual_ln", "ViL and CvT*-LS");
+  }
+  switch (family) {
+    case ClassifierFamily::ViL: {
+      ViLOptions o = is_vil_preset(name) ? vil_preset(name) : ViLOptions{.arch = name.substr(4)};
+      o.num_classes = spec.num_classes;
+      o.image_size = spec.image_size;
+      o.in_channels = spec.in_channels;
+      o.drop_path_rate = options.drop_path.value_or(o.drop_path_rate);
+      o.drop_rate = options.drop_rate.value_or(o.drop_rate);
+      o.qkv_bias = options.qkv_bias.value_or(o.qkv_bias);
+      o.dual_ln = options.dual_ln.value_or(o.dual_ln);
+      return std::make_shared<ViLClassifier>(o);
+    }
+    case ClassifierFamily::CvTLS: {
+      CvTLSOptions o = cvt_ls_preset(name);
+      o.num_classes = spec.num_classes;
+      o.image_size = spec.image_size;
+      o.in_channels = spec.in_channels;
+      if (options.drop_path) o.stages.back().drop_path = *options.drop_path;
+      o.drop_rate = options.drop_rate.value_or(o.drop_rate);
+      o.qkv_bias = options.qkv_bias.value_or(o.qkv_bias);
+      o.dual_ln = options.dual_ln.value_or(o.dual_ln);
+      o.kv_stride = options.kv_stride.value_or(o.kv_stride);
+      o.dp_kernel = options.dp_kernel.value_or(o.dp_kernel);
+      o.batch_norm_projection = options.batch_norm_projection.value_or(o.batch_norm_projection);
+      return std::make_shared<CvTLSClassifier>(o);
+    }
+    case ClassifierFamily::Cnn: {
+      CnnOptions o{.image_size = spec.image_size, .in_channels = spec.in_channels, .num_classes = spec.num_classes};
+      o.dropout = options.drop_rate.value_or(o.dropout);
+      return std::make_shared<CnnClassifier>(o);
+    }
+  }
+  LSF_FAIL() << "internal: no ClassifierFamily " << int(family);
 }
 
 ModelCost measure_cost(ImageClassifier& model) {

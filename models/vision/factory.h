@@ -11,9 +11,13 @@
 // The spec's num_classes, image_size and in_channels replace the preset's (a preset's image size
 // is in its name; another size must still fit every stage's window, or the constructor says which
 // stage and window do not). Unknown names are errors listing the known ones.
+// ClassifierOptions set the training options a family has (drop path, dropout, DualLN, the
+// CvT*-LS open choices); an option the family does not have is an error naming it.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,7 +25,26 @@
 
 namespace lsf::vision {
 
-std::shared_ptr<ImageClassifier> make_image_classifier(const std::string& name, const ImageSpec& spec);
+enum class ClassifierFamily { ViL, CvTLS, Cnn };
+// The family a name builds (vil presets and vil:<arch> → ViL, cvt_ls_* → CvTLS, cnn → Cnn);
+// an error listing the known names otherwise.
+ClassifierFamily classifier_family(const std::string& name);
+
+// Options beyond the spec; each one left unset keeps the preset's value (or the family's default).
+struct ClassifierOptions {
+  std::optional<double> drop_path;  // ViL: stochastic depth of the last block (linear from 0 over all
+                                    // blocks); CvT*-LS: the last stage's rate (linear within it)
+  std::optional<double> drop_rate;  // ViL, CvT*-LS: dropout after the embedding, attention proj and in
+                                    // the MLP; CNN: dropout before the classifier
+  std::optional<bool> qkv_bias;     // ViL, CvT*-LS
+  std::optional<bool> dual_ln;      // ViL (its long-short stages), CvT*-LS
+  std::optional<int64_t> kv_stride;            // CvT*-LS (cvt_ls_attention.h)
+  std::optional<int64_t> dp_kernel;            // CvT*-LS
+  std::optional<bool> batch_norm_projection;   // CvT*-LS
+};
+
+std::shared_ptr<ImageClassifier> make_image_classifier(const std::string& name, const ImageSpec& spec,
+                                                       const ClassifierOptions& options = {});
 // The names above (without the vil: form); for help texts.
 std::vector<std::string> image_classifier_names();
 // The image spec a preset name implies (its resolution, 3 channels, 1000 classes); the CNN's

@@ -84,7 +84,8 @@ ViLAttnBlock::ViLAttnBlock(const ViLStageConfig& s, int64_t map_side, const ViLO
                                        .rpe = !s.absolute_pos,
                                        .qkv_bias = o.qkv_bias,
                                        .attn_drop = o.attn_drop_rate,
-                                       .proj_drop = o.drop_rate}));
+                                       .proj_drop = o.drop_rate,
+                                       .dual_ln = o.dual_ln}));
   } else {
     attn = register_module("attn", std::make_shared<ViLFullAttention>(ViLFullAttentionOptions{
                                        .dim = s.dim,

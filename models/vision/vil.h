@@ -56,6 +56,7 @@ struct ViLOptions {
   double drop_path_rate = 0.0;    // stochastic depth at the last block (linear from 0)
   bool norm_embed = true;         // LayerNorm after the patch conv (MODEL.VIT.NORM_EMBED)
   bool avg_pool = false;          // mean-pool even when the last stage has a global token
+  bool dual_ln = true;            // DualLN in the long-short stages (false: the paper's ablation)
 };
 
 // The official PatchEmbed (layer<k>.0).
