@@ -1,12 +1,14 @@
 // Causal long-short attention core (docs/transformer-ls.md §3.3 steps 8–11): argument checks, the
 // fused op with its backward node, and the composed reference built from primitive ops.
 //
-// The fused backward saves only the (contiguous) inputs, the output and one log-sum-exp per
-// query; the kernel recomputes every probability it needs from them (see
-// ops/cpu/causal_long_short.cpp).
+// The fused backward saves only the inputs (as given: the kernels read strided rows), the output
+// and one log-sum-exp per query; the kernel recomputes every probability it needs from them
+// (see ops/cpu/causal_long_short.cpp). The output and the input gradients are laid out like q
+// and the inputs, so that views in (split_heads) give views out.
 #include "lsformer/ops/causal_long_short.h"
 #include "lsformer/ops/kernels/causal_long_short.h"
 
+#include <algorithm>
 #include <limits>
 #include <vector>
 
@@ -73,9 +75,31 @@ Sizes check_inputs(const char* op, const CausalLongShortInputs& in, const Causal
   return s;
 }
 
-CausalLongShortInputs contiguous_inputs(const CausalLongShortInputs& in) {
-  return {in.q.contiguous(),  in.kw.contiguous(), in.vw.contiguous(), in.u.contiguous(), in.v.contiguous(),
-          in.rw.contiguous(), in.kc.contiguous(), in.vc.contiguous(), in.rc.contiguous()};
+// The kernels read every tensor through its strides but need the feature (last) axis
+// contiguous: views such as split_heads(X W) pass as they are, anything else is copied.
+Tensor rows_contiguous(const Tensor& t) { return t.size(-1) == 1 || t.strides().back() == 1 ? t : t.contiguous(); }
+
+CausalLongShortInputs row_contiguous_inputs(const CausalLongShortInputs& in) {
+  return {rows_contiguous(in.q),  rows_contiguous(in.kw), rows_contiguous(in.vw),
+          rows_contiguous(in.u),  rows_contiguous(in.v),  rows_contiguous(in.rw),
+          rows_contiguous(in.kc), rows_contiguous(in.vc), rows_contiguous(in.rc)};
+}
+
+// An uninitialised tensor shaped like t whose dims are laid out in t's order (by decreasing
+// stride), so that the gradient of a permuted view such as split_heads(X W) is itself such a
+// view of a contiguous [B, L, d] tensor and flows back through the permute without a copy.
+Tensor empty_in_layout_of(const Tensor& t) {
+  const int64_t nd = t.dim();
+  std::vector<int64_t> order(static_cast<size_t>(nd));
+  for (int64_t i = 0; i < nd; ++i) order[size_t(i)] = i;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return t.strides()[size_t(a)] > t.strides()[size_t(b)];
+  });
+  Shape shape;
+  for (int64_t i : order) shape.push_back(t.size(i));
+  std::vector<int64_t> inverse(static_cast<size_t>(nd));
+  for (int64_t i = 0; i < nd; ++i) inverse[size_t(order[size_t(i)])] = i;
+  return empty(shape, t.options()).permute(inverse);
 }
 
 TensorList as_list(const CausalLongShortInputs& in) {
@@ -87,8 +111,10 @@ TensorList as_list(const CausalLongShortInputs& in) {
 Tensor causal_long_short_attention(const CausalLongShortInputs& inputs, const CausalLongShortGeometry& g) {
   const char* op = "causal_long_short_attention";
   const Sizes s = check_inputs(op, inputs, g);
-  const CausalLongShortInputs in = contiguous_inputs(inputs);
-  Tensor out = empty({s.B, s.h, s.M, s.e}, in.q.options());
+  const CausalLongShortInputs in = row_contiguous_inputs(inputs);
+  // out in q's layout: for q = split_heads(X W_q), [B, M, h, e] memory, so merging the heads
+  // back to [B, M, d] is a view.
+  Tensor out = empty_in_layout_of(in.q);
   Tensor lse = empty({s.B, s.h, s.M}, in.q.options());
   count_multiply_adds(op, 3 * s.B * s.h * s.M * (s.Nc + s.w) * s.e);  // content + position logits, weighted sum
   if (out.numel() > 0) causal_long_short_forward_kernel(in.q.device(), out, lse, in, g);
@@ -102,9 +128,9 @@ Tensor causal_long_short_attention(const CausalLongShortInputs& inputs, const Ca
       TensorList xs = as_list(x);
       TensorList d(xs.size());
       for (size_t i = 0; i < xs.size(); ++i)
-        if (needs[i]) d[i] = empty(xs[i].shape(), xs[i].options());
+        if (needs[i]) d[i] = empty_in_layout_of(xs[i]);
       CausalLongShortInputs dg{d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8]};
-      const Tensor dout = grads[0].contiguous();
+      const Tensor dout = rows_contiguous(grads[0]);
       if (dout.numel() > 0) {
         causal_long_short_backward_kernel(dout.device(), dg, dout, saved_out.get(), saved_lse.get(), x, g);
       } else {

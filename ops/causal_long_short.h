@@ -36,7 +36,8 @@ struct CausalLongShortGeometry {
   int64_t memory_chunks = 0;  // Nm = C / l
 };
 
-// The op's inputs, in the order above (kernel arguments; all contiguous).
+// The op's inputs, in the order above (kernel arguments). Any strides with the feature (last)
+// axis contiguous, e.g. split_heads views of [B, L, d] tensors; other layouts are copied.
 struct CausalLongShortInputs {
   Tensor q, kw, vw, u, v, rw, kc, vc, rc;
 };

@@ -45,13 +45,19 @@ CausalLongShortInputs random_inputs(const OpSizes& s, DType dt, uint64_t seed, b
 TensorList as_list(const CausalLongShortInputs& in) { return {in.q, in.kw, in.vw, in.u, in.v, in.rw, in.kc, in.vc, in.rc}; }
 CausalLongShortInputs from_list(const TensorList& x) { return {x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8]}; }
 
-// The geometries exercised: T6 (§9.2), several heads with r = 1, the M ≤ w branch, and one
-// with several query/key tiles per (batch, head) and a long memory.
+// The geometries exercised: T6 (§9.2), several heads with r = 1, the M ≤ w branch, one with
+// several query tiles of the CPU kernel (32 queries each) and a long memory, one whose last
+// tile is partial (M = 48, l = 16) with an odd head width, and one whose window band
+// (nk = 32 + w − 1 > 256 tile columns) and compressed slots (Nc > 256) exceed one skinny_gemm
+// block, so that the kernel's products are split over columns and over the contraction.
 const std::vector<OpSizes> kGeometries = {
-    {1, 2, 16, 4, 4, 4, 2, 4},   // T6: M = C = 16, l = 4, r = 2, w = 4, Nc = 16
-    {2, 3, 8, 2, 4, 2, 1, 3},    // r = 1, C = 6 ≥ w
-    {2, 2, 4, 4, 8, 2, 2, 4},    // M = 4 ≤ w = 8, C = 8
-    {1, 2, 96, 8, 32, 8, 2, 5},  // 3 query tiles, window rows over 4 key tiles
+    {1, 2, 16, 4, 4, 4, 2, 4},     // T6: M = C = 16, l = 4, r = 2, w = 4, Nc = 16
+    {2, 3, 8, 2, 4, 2, 1, 3},      // r = 1, C = 6 ≥ w
+    {2, 2, 4, 4, 8, 2, 2, 4},      // M = 4 ≤ w = 8, C = 8
+    {1, 2, 96, 8, 32, 8, 2, 5},    // 3 query tiles, window rows over 4 key tiles
+    {2, 1, 48, 5, 16, 16, 1, 2},   // tiles of 32 and 16 queries, e = 5
+    {1, 1, 64, 3, 300, 4, 1, 75},  // nk = 331 > 256 band columns, C = 300 ≥ w
+    {1, 1, 40, 2, 8, 4, 3, 90},    // Nc = (90 + 10)·3 = 300 > 256 compressed slots
 };
 
 nn::CausalLongShortAttentionOptions small_module(int64_t heads = 2) {
@@ -105,7 +111,9 @@ TEST_CASE("causal LS op: fused gradients equal the composed op's", "[causal_long
 
 TEST_CASE("causal LS op: gradients of a subset of inputs, and results independent of the thread count",
           "[causal_long_short]") {
-  const OpSizes s = kGeometries.back();
+  // Several query tiles and B·h = 6 (batch, head) tasks: large enough that the kernels run
+  // their OpenMP loops in parallel.
+  const OpSizes s{2, 3, 96, 8, 32, 8, 2, 5};
   Tensor dout = randn_f64({s.B, s.h, s.M, s.e}, 13).to(kF32);
   // Only some inputs require grad: the others get none, the asked ones match the composed op.
   for (size_t only : {size_t(0), size_t(3), size_t(8)}) {
@@ -133,6 +141,45 @@ TEST_CASE("causal LS op: gradients of a subset of inputs, and results independen
   }
   set_num_threads(threads);
   CHECK(runs[0] == runs[1]);
+}
+
+TEST_CASE("causal LS op: strided inputs (split_heads views) give the contiguous results; the output keeps q's layout",
+          "[causal_long_short]") {
+  const OpSizes s = kGeometries[3];
+  const CausalLongShortGeometry g = s.geometry();
+  // Leaves in [B, L, h, e] memory (tables [L, h, e]) entering the op as [B, h, L, e] views, as
+  // the module's split_heads makes them; kc additionally with a feature stride of 2, which the
+  // op must copy. The values equal `base`'s, so results must be bit-identical.
+  const CausalLongShortInputs base = random_inputs(s, kF32, 61);
+  TensorList leaves, views;
+  for (const Tensor& t : as_list(base)) {
+    Tensor leaf = t.dim() == 4 ? t.permute({0, 2, 1, 3}).contiguous() : t.dim() == 3 ? t.permute({1, 0, 2}).contiguous() : t.clone();
+    leaves.push_back(leaf.requires_grad_(true));
+    views.push_back(t.dim() == 4 ? leaf.permute({0, 2, 1, 3}) : t.dim() == 3 ? leaf.permute({1, 0, 2}) : leaf);
+  }
+  leaves[6] = cat({base.kc.unsqueeze(-1), zeros_like(base.kc).unsqueeze(-1)}, -1).requires_grad_(true);
+  views[6] = leaves[6].select(-1, 0);
+  REQUIRE(views[6].strides().back() == 2);
+  REQUIRE(!views[1].is_contiguous());
+  TensorList plain;
+  for (const Tensor& t : as_list(base)) plain.push_back(t.clone().requires_grad_(true));
+  const Tensor dout = randn_f64({s.B, s.h, s.M, s.e}, 62).to(kF32);
+  const Tensor a = causal_long_short_attention(from_list(views), g);
+  const Tensor b = causal_long_short_attention(from_list(plain), g);
+  CHECK(a.to_vector<float>() == b.to_vector<float>());
+  // The output of a [B, M, h, e]-laid-out q is laid out the same way: merging heads is a view.
+  CHECK(a.permute({0, 2, 1, 3}).is_contiguous());
+  a.backward(dout);
+  b.backward(dout);
+  for (size_t i = 0; i < plain.size(); ++i) {
+    INFO("input " << i);
+    const Tensor& leaf = leaves[i];
+    const Tensor got = i == 6 ? leaf.grad().select(-1, 0)
+                       : leaf.dim() == 4 ? leaf.grad().permute({0, 2, 1, 3})
+                       : leaf.dim() == 3 ? leaf.grad().permute({1, 0, 2}) : leaf.grad();
+    CHECK(got.to_vector<float>() == plain[i].grad().to_vector<float>());
+  }
+  CHECK(leaves[6].grad().select(-1, 1).to_vector<float>() == std::vector<float>(size_t(s.B * s.h * s.Nc() * s.e), 0.0f));
 }
 
 TEST_CASE("causal LS op: f64 gradcheck, full Jacobian on small shapes and projections on a larger one",

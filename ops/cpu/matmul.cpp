@@ -51,16 +51,37 @@ using gemm::BatchOffsets;
 using gemm::batch_offsets;
 using gemm::Layout;
 
-// One product: the skinny kernel when K and N are small and M is not (OpenBLAS's packing and
-// separate clearing pass dominate there), else OpenBLAS.
+// One row (M = 1: one token through a Linear layer in incremental decoding): a matrix-vector
+// product. OpenBLAS's sgemm would pack all of op(b) on every call, a copy as large as the
+// product itself (the generation benchmark spent half its time there). c is zeroed first when
+// beta = 0, so that NaN in the uninitialised output cannot propagate (BLAS semantics).
+// c[0, j] = alpha·Σ_k a(0, k)·b(k, j) + beta·c[0, j], a(0, k) = a[k·(ta ? lda : 1)].
+void gemv_row(bool ta, bool tb, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
+              float beta, float* c) {
+  if (beta == 0.0f) std::fill(c, c + n, 0.0f);
+  if (tb) cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, alpha, b, ldb, a, ta ? lda : 1, beta, c, 1);  // b [n × k]
+  else cblas_sgemv(CblasRowMajor, CblasTrans, k, n, alpha, b, ldb, a, ta ? lda : 1, beta, c, 1);      // b [k × n]
+}
+void gemv_row(bool ta, bool tb, int n, int k, double alpha, const double* a, int lda, const double* b, int ldb,
+              double beta, double* c) {
+  if (beta == 0.0) std::fill(c, c + n, 0.0);
+  if (tb) cblas_dgemv(CblasRowMajor, CblasNoTrans, n, k, alpha, b, ldb, a, ta ? lda : 1, beta, c, 1);
+  else cblas_dgemv(CblasRowMajor, CblasTrans, k, n, alpha, b, ldb, a, ta ? lda : 1, beta, c, 1);
+}
+
+// One product: a matrix-vector product for a single row, the skinny kernel when K and N are
+// small and M is not (OpenBLAS's packing and separate clearing pass dominate there), else
+// OpenBLAS.
 void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda,
           const float* b, int ldb, float beta, float* c, int ldc) {
+  if (m == 1) return gemv_row(ta, tb, n, k, alpha, a, lda, b, ldb, beta, c);
   if (skinny_gemm_applies(m, n, k)) return skinny_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
               k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 void gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double* a, int lda,
           const double* b, int ldb, double beta, double* c, int ldc) {
+  if (m == 1) return gemv_row(ta, tb, n, k, alpha, a, lda, b, ldb, beta, c);
   if (skinny_gemm_applies(m, n, k)) return skinny_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
               k, alpha, a, lda, b, ldb, beta, c, ldc);

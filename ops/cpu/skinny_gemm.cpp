@@ -107,13 +107,13 @@ inline __attribute__((always_inline)) void tile(const Product<T>& p, int64_t i, 
   }
 }
 
-// The column strips of one tile of R rows from row i: strips of NVmax vectors, then one
-// narrower strip for the remaining columns.
+// The column strips of one tile of R rows from row i, over columns [jb, je) (jb a multiple of
+// the strip width): strips of NVmax vectors, then one narrower strip for the remaining columns.
 template <typename T, int Bytes, int R, int NVmax, bool TA>
-inline __attribute__((always_inline)) void strips(const Product<T>& p, int64_t i) {
+inline __attribute__((always_inline)) void strips(const Product<T>& p, int64_t i, int64_t jb, int64_t je) {
   constexpr int L = Vec<T, Bytes>::lanes;
   constexpr int64_t strip = int64_t(NVmax) * L;
-  for (int64_t j0 = 0; j0 < p.n; j0 += strip) {
+  for (int64_t j0 = jb; j0 < je; j0 += strip) {
     const int64_t nv = std::min<int64_t>(NVmax, (p.n - j0 + L - 1) / L);
     if (nv == NVmax) tile<T, Bytes, R, NVmax, TA>(p, i, j0);
     else if (nv == 1) tile<T, Bytes, R, 1, TA>(p, i, j0);
@@ -122,29 +122,53 @@ inline __attribute__((always_inline)) void strips(const Product<T>& p, int64_t i
   }
 }
 
-// Rows [i0, i1) of c, every column: row tiles outer (a tile's rows of a stay in L1 across the
-// column strips), column strips inner.
+// Rows [i0, i1) of c, columns [jb, je): row tiles outer (a tile's rows of a stay in L1 across
+// the column strips), column strips inner.
 template <typename T, int Bytes, int MR, int NVmax, bool TA>
-inline __attribute__((always_inline)) void rows_impl(const Product<T>& p, int64_t i0, int64_t i1) {
+inline __attribute__((always_inline)) void rows_impl(const Product<T>& p, int64_t i0, int64_t i1, int64_t jb,
+                                                     int64_t je) {
   int64_t i = i0;
-  for (; i + MR <= i1; i += MR) strips<T, Bytes, MR, NVmax, TA>(p, i);
+  for (; i + MR <= i1; i += MR) strips<T, Bytes, MR, NVmax, TA>(p, i, jb, je);
   // The last i1 − i < MR rows as one tile, not row by row: a lone row is one chain of
   // dependent FMAs, waiting on the FMA latency at every k.
   switch (i1 - i) {
     case 0: break;
-    case 1: strips<T, Bytes, 1, NVmax, TA>(p, i); break;
-    case 2: strips<T, Bytes, 2, NVmax, TA>(p, i); break;
-    case 3: strips<T, Bytes, 3, NVmax, TA>(p, i); break;
-    case 4: strips<T, Bytes, (MR > 4 ? 4 : 1), NVmax, TA>(p, i); break;  // only when MR > 4
-    default: strips<T, Bytes, (MR > 5 ? 5 : 1), NVmax, TA>(p, i); break;  // 5, only when MR = 6
+    case 1: strips<T, Bytes, 1, NVmax, TA>(p, i, jb, je); break;
+    case 2: strips<T, Bytes, 2, NVmax, TA>(p, i, jb, je); break;
+    case 3: strips<T, Bytes, 3, NVmax, TA>(p, i, jb, je); break;
+    case 4: strips<T, Bytes, (MR > 4 ? 4 : 1), NVmax, TA>(p, i, jb, je); break;  // only when MR > 4
+    default: strips<T, Bytes, (MR > 5 ? 5 : 1), NVmax, TA>(p, i, jb, je); break;  // 5, only when MR = 6
   }
   static_assert(MR <= 6, "the remainder switch covers tiles of up to 6 rows");
 }
 
+// The same product with the loops swapped, for few rows and a wide panel (the per-tile products
+// of the attention kernels: 32 rows against hundreds of columns): column strips outer, so one
+// strip of the panel (k × NVmax vectors) stays in L1 while every row tile uses it, instead of the
+// whole panel streaming from L2 once per row tile. Each element's sum is the same chain over k,
+// so the result is bit-identical to rows_impl's.
+template <typename T, int Bytes, int MR, int NVmax, bool TA>
+inline __attribute__((always_inline)) void strips_outer(const Product<T>& p, int64_t i0, int64_t i1) {
+  constexpr int L = Vec<T, Bytes>::lanes;
+  constexpr int64_t strip = int64_t(NVmax) * L;
+  for (int64_t j0 = 0; j0 < p.n; j0 += strip) rows_impl<T, Bytes, MR, NVmax, TA>(p, i0, i1, j0, std::min(p.n, j0 + strip));
+}
+
+// Row ranges up to this many rows run strips_outer when the panel spans several strips.
+constexpr int64_t kStripsOuterMaxRows = 64;
+
+template <typename T, int Bytes, int MR, int NVmax, bool TA>
+inline __attribute__((always_inline)) void rows_best(const Product<T>& p, int64_t i0, int64_t i1) {
+  if (i1 - i0 <= kStripsOuterMaxRows && p.n > int64_t(NVmax) * Vec<T, Bytes>::lanes)
+    strips_outer<T, Bytes, MR, NVmax, TA>(p, i0, i1);
+  else
+    rows_impl<T, Bytes, MR, NVmax, TA>(p, i0, i1, 0, p.n);
+}
+
 template <typename T, int Bytes, int MR, int NVmax>
 inline __attribute__((always_inline)) void rows_any(const Product<T>& p, int64_t i0, int64_t i1, bool ta) {
-  if (ta) rows_impl<T, Bytes, MR, NVmax, true>(p, i0, i1);
-  else rows_impl<T, Bytes, MR, NVmax, false>(p, i0, i1);
+  if (ta) rows_best<T, Bytes, MR, NVmax, true>(p, i0, i1);
+  else rows_best<T, Bytes, MR, NVmax, false>(p, i0, i1);
 }
 
 template <typename T>
