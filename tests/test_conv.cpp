@@ -138,7 +138,10 @@ TEST_CASE("conv2d matches a naive convolution on larger inputs under both schedu
   // convolutions of dy) build col with block copies. Cases 7 and 8 have col matrices of several
   // column tiles (K·Wo·4 bytes per output row against the 256 KB tile: 2 and 7 rows per tile,
   // the last tile partial), case 1 too on one thread (14 rows per tile). Case 10 has one input
-  // channel per group but 12 outputs each: the GEMM path, not the depthwise loops of case 4.
+  // channel per group but 12 outputs each: the GEMM path, not the depthwise loops. Depthwise
+  // with stride 1 runs on padded planes in wide rows (cases 4, 11 with a multiplier of 3,
+  // dilation and padding larger than the kernel reach, 12 without padding), with stride 2 on
+  // the per-row loops (case 13).
   const Case cases[] = {
       {{1, 16, 32, 32}, {32, 16, 3, 3}, {.padding = 1}},
       {{8, 6, 9, 11}, {10, 6, 3, 2}, {.stride = {2, 1}, .padding = {1, 2}}},
@@ -150,6 +153,9 @@ TEST_CASE("conv2d matches a naive convolution on larger inputs under both schedu
       {{2, 64, 30, 30}, {8, 64, 3, 3}, {.stride = 2, .padding = 1}},
       {{2, 8, 12, 10}, {6, 4, 3, 5}, {.padding = {2, 4}, .dilation = 2, .groups = 2}},
       {{2, 2, 10, 9}, {24, 1, 3, 3}, {.padding = 1, .groups = 2}},
+      {{3, 4, 9, 7}, {12, 1, 3, 2}, {.padding = {3, 1}, .dilation = 2, .groups = 4}},
+      {{2, 6, 7, 8}, {6, 1, 3, 3}, {.groups = 6}},
+      {{2, 8, 11, 11}, {8, 1, 3, 3}, {.stride = 2, .padding = 1, .groups = 8}},
   };
   const int before = get_num_threads();
   Generator gen(77);

@@ -16,10 +16,13 @@
 // gives 0.9 MB per image) and writing it to memory and reading it back cost as much as a
 // quarter of the GEMM itself.
 // A 1×1 kernel with stride 1 and no padding has col = x, so x (and dx) are used in place.
-// Depthwise convolutions (C/G = 1: one input channel per group) skip im2col and GEMM: each
-// output plane is accumulated directly from kH·kW shifted input planes, and dx / dweight by the
-// same loops (a GEMM with one row would cost more in call overhead than in arithmetic), compiled
-// once per x86-64 level (LSF_SIMD_CLONES: AVX2 / AVX-512 where the CPU has them).
+// Depthwise convolutions (C/G = 1: one input channel per group, fewer than kGemmMultiplier
+// outputs each) skip im2col and GEMM: each output plane is accumulated directly from kH·kW
+// shifted input planes, and dx / dweight by the same loops (a GEMM with one row would cost more
+// in call overhead than in arithmetic). With stride 1 the plane is zero-padded first and every
+// tap becomes one contiguous multiply-add over the padded width ("wide rows", see
+// wide_depthwise_forward); other strides loop per output row. Both are compiled once per x86-64
+// level (LSF_SIMD_CLONES: AVX2 / AVX-512 where the CPU has them).
 //
 // Two schedules, chosen per call:
 //  - items: the N·G (image, group) pairs are spread over OpenMP threads, each with its own col
@@ -82,7 +85,18 @@ struct Geometry {
   bool depthwise() const { return Cg == 1 && Og < kGemmMultiplier; }
   // Elements of one col tile buffer [K, tile_rows·Wo]; none when the GEMM path reads x in place
   // or is not used. Depthwise: a row of Wo partial sums for dweight instead.
-  int64_t col_elems() const { return depthwise() ? Wo : direct() ? 0 : K() * tile_rows * Wo; }
+  int64_t col_elems() const {
+    if (depthwise()) return wide_depthwise() ? 2 * Hp() * Wp() + Ho * Wp() : Wo;
+    return direct() ? 0 : K() * tile_rows * Wo;
+  }
+  // Depthwise with stride 1 runs on zero-padded planes in rows of the padded width (below).
+  bool wide_depthwise() const { return depthwise() && sh == 1 && sw == 1; }
+  int64_t Hp() const { return H + 2 * ph; }  // the zero-padded input plane
+  int64_t Wp() const { return W + 2 * pw; }
+  // Positions of a wide plane that the taps compute: Ho − 1 full rows of Wp and the last row's
+  // Wo (the columns past Wo of a row are not outputs; past the last row's Wo they would read
+  // beyond the padded plane).
+  int64_t wide_len() const { return (Ho - 1) * Wp() + Wo; }
   // dx can be computed as a forward convolution of dy (stride 1 and padding ≤ d·(k − 1), so the
   // transposed padding d·(k − 1) − p is not negative); see the file comment. Not with one input
   // channel per group: that convolution would have one output channel per group (GEMMs of one
@@ -278,6 +292,76 @@ LSF_SIMD_CLONES void depthwise_backward_plane(const Geometry& g, const T* x, con
   });
 }
 
+// Depthwise planes with stride 1, in "wide rows": with the input plane zero-padded to Hp × Wp,
+// output (oh, ow) sits at oh·Wp + ow of a plane of rows Wp wide, and tap (kh, kw) reads the
+// padded plane at that position + kh·dh·Wp + kw·dw. So every tap is one contiguous
+// multiply-add over wide_len() positions instead of a loop per output row: the maps of
+// vision transformers are small (8×8, 16×16), where the per-row loops cost more than their
+// arithmetic. The columns ow ≥ Wo of each wide row are computed and dropped (forward) or held
+// at zero (backward).
+
+// xpad [Hp, Wp] = x [H, W] with a zero border.
+template <typename T>
+inline void pad_plane(const Geometry& g, const T* x, T* xpad) {
+  const int64_t Wp = g.Wp();
+  std::fill(xpad, xpad + g.ph * Wp, T(0));
+  for (int64_t h = 0; h < g.H; ++h) {
+    T* r = xpad + (h + g.ph) * Wp;
+    for (int64_t i = 0; i < g.pw; ++i) r[i] = T(0);
+    for (int64_t i = 0; i < g.W; ++i) r[g.pw + i] = x[h * g.W + i];
+    for (int64_t i = g.pw + g.W; i < Wp; ++i) r[i] = T(0);
+  }
+  std::fill(xpad + (g.ph + g.H) * Wp, xpad + g.Hp() * Wp, T(0));
+}
+
+// y [Ho, Wo] = bias + Σ_taps w[tap]·xpad[shifted]; `wide` [Ho·Wp] is scratch.
+template <typename T>
+LSF_SIMD_CLONES void wide_depthwise_forward(const Geometry& g, const T* xpad, const T* w, T bias, T* y, T* wide) {
+  const int64_t Wp = g.Wp(), n = g.wide_len();
+  for (int64_t i = 0; i < n; ++i) wide[i] = bias;
+  for (int64_t kh = 0; kh < g.kH; ++kh)
+    for (int64_t kw = 0; kw < g.kW; ++kw) {
+      const T wv = w[kh * g.kW + kw];
+      const T* src = xpad + kh * g.dh * Wp + kw * g.dw;
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) wide[i] += wv * src[i];
+    }
+  for (int64_t oh = 0; oh < g.Ho; ++oh)
+    for (int64_t ow = 0; ow < g.Wo; ++ow) y[oh * g.Wo + ow] = wide[oh * Wp + ow];
+}
+
+// dw [kH·kW] += Σ dy·xpad[shifted] (when dw is not null) and dxpad [Hp, Wp] += Σ_taps
+// w[tap]·dy shifted back (when dxpad is not null); `wide` [Ho·Wp] is scratch for dy.
+template <typename T>
+LSF_SIMD_CLONES void wide_depthwise_backward(const Geometry& g, const T* xpad, const T* w, const T* dy, T* dw,
+                                             T* dxpad, T* wide) {
+  const int64_t Wp = g.Wp(), n = g.wide_len();
+  for (int64_t oh = 0; oh < g.Ho; ++oh) {
+    T* r = wide + oh * Wp;
+    for (int64_t ow = 0; ow < g.Wo; ++ow) r[ow] = dy[oh * g.Wo + ow];
+    if (oh + 1 < g.Ho)
+      for (int64_t ow = g.Wo; ow < Wp; ++ow) r[ow] = T(0);  // not outputs: no gradient
+  }
+  for (int64_t kh = 0; kh < g.kH; ++kh)
+    for (int64_t kw = 0; kw < g.kW; ++kw) {
+      const int64_t tap = kh * g.kW + kw, off = kh * g.dh * Wp + kw * g.dw;
+      if (dw != nullptr) {
+        const T* src = xpad + off;
+        T s = 0;
+#pragma omp simd reduction(+ : s)
+        for (int64_t i = 0; i < n; ++i) s += wide[i] * src[i];
+        dw[tap] += s;
+      }
+      if (dxpad != nullptr) {
+        const T wv = w[tap];
+        T* dst = dxpad + off;
+        // One tap's targets are distinct positions (a shift of the wide plane).
+#pragma omp simd
+        for (int64_t i = 0; i < n; ++i) dst[i] += wv * wide[i];
+      }
+    }
+}
+
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n),
@@ -332,6 +416,13 @@ void forward_item(const Geometry& g, const T* x, const T* w, const T* bias, T* y
   T* yg = y + (n * g.O + gi * g.Og) * L;
   if (g.depthwise()) {
     const T* xg = x + (n * g.C + gi) * g.H * g.W;
+    if (g.wide_depthwise()) {
+      pad_plane(g, xg, buf);
+      for (int64_t o = 0; o < g.Og; ++o)
+        wide_depthwise_forward(g, buf, w + (gi * g.Og + o) * K, bias != nullptr ? bias[gi * g.Og + o] : T(0),
+                               yg + o * L, buf + g.Hp() * g.Wp());
+      return;
+    }
     for (int64_t o = 0; o < g.Og; ++o)
       depthwise_forward_plane(g, xg, w + (gi * g.Og + o) * K, bias != nullptr ? bias[gi * g.Og + o] : T(0),
                               yg + o * L);
@@ -406,6 +497,23 @@ void backward_item(const Geometry& g, const T* x, const T* w, const T* dy, T* dw
   if (g.depthwise()) {
     const T* xg = x != nullptr ? x + (n * g.C + gi) * HW : nullptr;
     T* dxg = dx != nullptr ? dx + (n * g.C + gi) * HW : nullptr;
+    if (g.wide_depthwise()) {
+      // buf: [xpad Hp·Wp][dxpad Hp·Wp][wide Ho·Wp].
+      const int64_t Wp = g.Wp(), padded = g.Hp() * Wp;
+      T* xpad = xg != nullptr ? buf : nullptr;
+      T* dxpad = dxg != nullptr ? buf + padded : nullptr;
+      if (xpad != nullptr) pad_plane(g, xg, xpad);
+      if (dxpad != nullptr) std::fill(dxpad, dxpad + padded, T(0));
+      for (int64_t o = 0; o < g.Og; ++o) {
+        const int64_t oc = gi * g.Og + o;
+        wide_depthwise_backward(g, xpad, w != nullptr ? w + oc * K : nullptr, dyg + o * L,
+                                dw_acc != nullptr ? dw_acc + oc * K : nullptr, dxpad, buf + 2 * padded);
+      }
+      if (dxpad != nullptr)
+        for (int64_t h = 0; h < g.H; ++h)
+          for (int64_t i = 0; i < g.W; ++i) dxg[h * g.W + i] = dxpad[(h + g.ph) * Wp + g.pw + i];
+      return;
+    }
     if (dxg != nullptr) std::fill(dxg, dxg + HW, T(0));
     for (int64_t o = 0; o < g.Og; ++o) {
       const int64_t oc = gi * g.Og + o;
