@@ -9,9 +9,11 @@
 // [g·O/G, (g+1)·O/G).
 //
 // The CPU kernels lower the convolution to GEMMs over an im2col matrix [C/G·kH·kW, Ho·Wo] per
-// image and group (y_g = w_g · col_g; dw_g += dy_g · col_gᵀ; dcol_g = w_gᵀ · dy_g, then col2im
-// adds dcol back into dx). A 1×1 kernel with stride 1 and no padding uses x itself as col;
-// depthwise convolutions (C/G = 1) run direct loops instead.
+// image and group, built a band of output rows at a time (y_g = w_g · col_g; dw_g += dy_g ·
+// col_gᵀ; dx: for stride 1 the convolution of dy with the flipped, transposed kernel, else
+// dcol_g = w_gᵀ · dy_g added back into dx by col2im). A 1×1 kernel with stride 1 and no padding
+// uses x itself as col; depthwise convolutions (C/G = 1, fewer than 8 outputs per input
+// channel) run direct loops instead (ops/cpu/conv.cpp).
 #pragma once
 
 #include <cstdint>

@@ -133,12 +133,29 @@ TEST_CASE("conv2d matches a naive convolution on larger inputs under both schedu
   // Few large images (sequential schedule with parallel im2col / col2im when threads > 1), many
   // small ones, a grouped strided dilated one, a depthwise one and a pointwise one (items
   // schedule when threads > 1); every case also runs on one thread (sequential schedule).
+  // Cases 1, 6, 7 and 9 (stride 1, padding ≤ dilation·(k − 1)) compute dx as a convolution of
+  // dy; the others add dcol back with col2im. Cases 1, 7 and 9 ("same" padding, and so their
+  // convolutions of dy) build col with block copies. Cases 7 and 8 have col matrices of several
+  // column tiles (K·Wo·4 bytes per output row against the 256 KB tile: 2 and 7 rows per tile,
+  // the last tile partial), case 1 too on one thread (14 rows per tile). Case 10 has one input
+  // channel per group but 12 outputs each: the GEMM path, not the depthwise loops. Depthwise
+  // with stride 1 runs on padded planes in wide rows (cases 4, 11 with a multiplier of 3,
+  // dilation and padding larger than the kernel reach, 12 without padding), with stride 2 on
+  // the per-row loops (case 13).
   const Case cases[] = {
       {{1, 16, 32, 32}, {32, 16, 3, 3}, {.padding = 1}},
       {{8, 6, 9, 11}, {10, 6, 3, 2}, {.stride = {2, 1}, .padding = {1, 2}}},
       {{6, 8, 24, 20}, {12, 2, 3, 3}, {.stride = 2, .padding = 2, .dilation = 2, .groups = 4}},
       {{2, 16, 20, 20}, {16, 1, 5, 5}, {.padding = 2, .groups = 16}},
       {{2, 32, 16, 16}, {48, 32, 1, 1}, {}},
+      {{3, 8, 13, 11}, {6, 4, 3, 2}, {.padding = {1, 0}, .dilation = 2, .groups = 2}},
+      {{4, 64, 40, 40}, {8, 64, 3, 3}, {.padding = 1}},
+      {{2, 64, 30, 30}, {8, 64, 3, 3}, {.stride = 2, .padding = 1}},
+      {{2, 8, 12, 10}, {6, 4, 3, 5}, {.padding = {2, 4}, .dilation = 2, .groups = 2}},
+      {{2, 2, 10, 9}, {24, 1, 3, 3}, {.padding = 1, .groups = 2}},
+      {{3, 4, 9, 7}, {12, 1, 3, 2}, {.padding = {3, 1}, .dilation = 2, .groups = 4}},
+      {{2, 6, 7, 8}, {6, 1, 3, 3}, {.groups = 6}},
+      {{2, 8, 11, 11}, {8, 1, 3, 3}, {.stride = 2, .padding = 1, .groups = 8}},
   };
   const int before = get_num_threads();
   Generator gen(77);

@@ -3,15 +3,93 @@
 // Work is split over channels (each channel's N runs of S values are independent). Per channel
 // the sums run in double: the mean, then the biased variance as Σ(x − mean)²/M (two passes, no
 // cancellation), and in backward Σdy and Σdy·x̂; so the statistics of a channel of M values
-// carry about M·2⁻⁵³ relative error before the final rounding to the dtype.
+// carry about M·2⁻⁵³ relative error before the final rounding to the dtype. Each run of S
+// values is summed in SIMD lanes (omp simd reductions: one partial sum per lane, combined at
+// the end of the run), a fixed order for a given build whatever the thread count; a serial
+// chain of double additions would wait on the adder's latency at every element.
 #include <cmath>
 
 #include "lsformer/ops/batch_norm.h"
 #include "lsformer/ops/kernels/batch_norm.h"
 #include "lsformer/ops/cpu/loops.h"
+#include "lsformer/ops/cpu/simd.h"
 
 namespace lsf::cpu {
 namespace {
+
+// One channel's values: N runs of S contiguous values, run n at n·stride (stride = C·S).
+template <typename T>
+struct Channel {
+  const T* x;
+  int64_t N, stride, S;
+};
+
+// Σ x over the channel, in double.
+template <typename T>
+LSF_SIMD_CLONES double channel_sum(Channel<T> ch) {
+  double s = 0.0;
+  for (int64_t n = 0; n < ch.N; ++n) {
+    const T* row = ch.x + n * ch.stride;
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = 0; i < ch.S; ++i) s += double(row[i]);
+  }
+  return s;
+}
+
+// Σ (x − mu)² over the channel, in double.
+template <typename T>
+LSF_SIMD_CLONES double channel_squared_deviation(Channel<T> ch, double mu) {
+  double v = 0.0;
+  for (int64_t n = 0; n < ch.N; ++n) {
+    const T* row = ch.x + n * ch.stride;
+#pragma omp simd reduction(+ : v)
+    for (int64_t i = 0; i < ch.S; ++i) {
+      const double d = double(row[i]) - mu;
+      v += d * d;
+    }
+  }
+  return v;
+}
+
+// y = x·scale + shift over the channel (y laid out as x).
+template <typename T>
+LSF_SIMD_CLONES void channel_affine(T* y, Channel<T> ch, T scale, T shift) {
+  for (int64_t n = 0; n < ch.N; ++n) {
+    const T* row = ch.x + n * ch.stride;
+    T* out = y + n * ch.stride;
+#pragma omp simd
+    for (int64_t i = 0; i < ch.S; ++i) out[i] = row[i] * scale + shift;
+  }
+}
+
+// Σ dy and Σ dy·(x − mu) over the channel, in double (dy laid out as x).
+template <typename T>
+LSF_SIMD_CLONES void channel_grad_sums(const T* dy, Channel<T> ch, double mu, double& sum_dy, double& sum_dy_xc) {
+  double a = 0.0, b = 0.0;
+  for (int64_t n = 0; n < ch.N; ++n) {
+    const T* xr = ch.x + n * ch.stride;
+    const T* gr = dy + n * ch.stride;
+#pragma omp simd reduction(+ : a, b)
+    for (int64_t i = 0; i < ch.S; ++i) {
+      a += double(gr[i]);
+      b += double(gr[i]) * (double(xr[i]) - mu);
+    }
+  }
+  sum_dy = a;
+  sum_dy_xc = b;
+}
+
+// dx = k·dy + a·x + b over the channel.
+template <typename T>
+LSF_SIMD_CLONES void channel_input_grad(T* dx, const T* dy, Channel<T> ch, T k, T a, T b) {
+  for (int64_t n = 0; n < ch.N; ++n) {
+    const T* xr = ch.x + n * ch.stride;
+    const T* gr = dy + n * ch.stride;
+    T* dr = dx + n * ch.stride;
+#pragma omp simd
+    for (int64_t i = 0; i < ch.S; ++i) dr[i] = k * gr[i] + a * xr[i] + b;
+  }
+}
 
 template <typename T>
 void forward_typed(const Tensor& y, const Tensor& mean, const Tensor& invstd, const Tensor& var, const Tensor& x,
@@ -30,23 +108,11 @@ void forward_typed(const Tensor& y, const Tensor& mean, const Tensor& invstd, co
   const double M = double(N * S);
 #pragma omp parallel for schedule(static) if (x.numel() >= kParallelGrain && C > 1)
   for (int64_t c = 0; c < C; ++c) {
+    const Channel<T> ch{xp + c * S, N, C * S, S};
     double mu, istd;
     if (training) {
-      double s = 0.0;
-      for (int64_t n = 0; n < N; ++n) {
-        const T* row = xp + (n * C + c) * S;
-        for (int64_t i = 0; i < S; ++i) s += double(row[i]);
-      }
-      mu = s / M;
-      double v = 0.0;
-      for (int64_t n = 0; n < N; ++n) {
-        const T* row = xp + (n * C + c) * S;
-        for (int64_t i = 0; i < S; ++i) {
-          const double d = double(row[i]) - mu;
-          v += d * d;
-        }
-      }
-      v /= M;
+      mu = channel_sum(ch) / M;
+      const double v = channel_squared_deviation(ch, mu) / M;
       vp[c] = T(v);
       istd = 1.0 / std::sqrt(v + eps);
     } else {
@@ -57,13 +123,7 @@ void forward_typed(const Tensor& y, const Tensor& mean, const Tensor& invstd, co
     ip[c] = T(istd);
     // y = x·scale + shift with scale = w·invstd, shift = b − mean·scale.
     const double scale = (wp ? double(wp[c]) : 1.0) * istd;
-    const T sc = T(scale), sh = T((bp ? double(bp[c]) : 0.0) - mu * scale);
-    for (int64_t n = 0; n < N; ++n) {
-      const T* row = xp + (n * C + c) * S;
-      T* out = yp + (n * C + c) * S;
-#pragma omp simd
-      for (int64_t i = 0; i < S; ++i) out[i] = row[i] * sc + sh;
-    }
+    channel_affine(yp + c * S, ch, T(scale), T((bp ? double(bp[c]) : 0.0) - mu * scale));
   }
 }
 
@@ -82,16 +142,10 @@ void backward_typed(const Tensor& dx, const Tensor& dweight, const Tensor& dbias
   const double M = double(N * S);
 #pragma omp parallel for schedule(static) if (x.numel() >= kParallelGrain && C > 1)
   for (int64_t c = 0; c < C; ++c) {
+    const Channel<T> ch{xp + c * S, N, C * S, S};
     const double mu = double(mp[c]), istd = double(ip[c]);
     double sum_dy = 0.0, sum_dy_xhat = 0.0;
-    for (int64_t n = 0; n < N; ++n) {
-      const T* xr = xp + (n * C + c) * S;
-      const T* gr = gp + (n * C + c) * S;
-      for (int64_t i = 0; i < S; ++i) {
-        sum_dy += double(gr[i]);
-        sum_dy_xhat += double(gr[i]) * (double(xr[i]) - mu);
-      }
-    }
+    channel_grad_sums(gp + c * S, ch, mu, sum_dy, sum_dy_xhat);
     sum_dy_xhat *= istd;
     if (dwp) dwp[c] = T(sum_dy_xhat);
     if (dbp) dbp[c] = T(sum_dy);
@@ -101,14 +155,7 @@ void backward_typed(const Tensor& dx, const Tensor& dweight, const Tensor& dbias
     const double k = w * istd;
     const double a = training ? -k * istd * sum_dy_xhat / M : 0.0;
     const double b = training ? -k * sum_dy / M - a * mu : 0.0;
-    const T kt = T(k), at = T(a), bt = T(b);
-    for (int64_t n = 0; n < N; ++n) {
-      const T* xr = xp + (n * C + c) * S;
-      const T* gr = gp + (n * C + c) * S;
-      T* dr = dxp + (n * C + c) * S;
-#pragma omp simd
-      for (int64_t i = 0; i < S; ++i) dr[i] = kt * gr[i] + at * xr[i] + bt;
-    }
+    channel_input_grad(dxp + c * S, gp + c * S, ch, T(k), T(a), T(b));
   }
 }
 

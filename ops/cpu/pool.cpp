@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "lsformer/ops/cpu/loops.h"
+#include "lsformer/ops/cpu/simd.h"
 #include "lsformer/ops/pool.h"
 #include "lsformer/ops/kernels/pool.h"
 
@@ -74,12 +75,46 @@ void avg_backward_typed(const Tensor& dx, const Tensor& dy, const Pool2dOptions&
   }
 }
 
+// The 2×2, stride-2, unpadded max pool (the common one) of one plane: the same rule as the
+// general loop below (first maximum in row-major order, the first NaN wins) as selects, without
+// the per-element branches. A candidate v replaces the running best unless v ≤ best or best is
+// already NaN: for a number best that is "v > best or v is NaN".
+template <typename T>
+LSF_SIMD_CLONES void max_plane_2x2(const T* plane, int64_t W, int64_t Ho, int64_t Wo, T* y, int64_t* idx) {
+  for (int64_t oh = 0; oh < Ho; ++oh) {
+    const T* r0 = plane + 2 * oh * W;
+    const T* r1 = r0 + W;
+    T* yr = y + oh * Wo;
+    int64_t* ir = idx + oh * Wo;
+    const int64_t base = 2 * oh * W;
+    // Straight-line selects (no data-dependent branches: ReLU outputs tie often, which a branch
+    // predictor cannot follow), vectorised over ow.
+#pragma omp simd
+    for (int64_t ow = 0; ow < Wo; ++ow) {
+      const T a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
+      const bool take_b = !(b <= a) & (a == a);  // & not &&: no branches
+      const T m1 = take_b ? b : a;
+      const bool take_c = !(c <= m1) & (m1 == m1);
+      const T m2 = take_c ? c : m1;
+      const bool take_d = !(d <= m2) & (m2 == m2);
+      yr[ow] = take_d ? d : m2;
+      const int32_t arg = take_d ? int32_t(W) + 1 : take_c ? int32_t(W) : take_b ? 1 : 0;
+      ir[ow] = base + 2 * ow + arg;
+    }
+  }
+}
+
 template <typename T>
 void max_forward_typed(const Tensor& y, const Tensor& indices, const Tensor& x, const Pool2dOptions& o) {
   const int64_t P = x.size(0), H = x.size(1), W = x.size(2), Ho = y.size(1), Wo = y.size(2);
   const T* xp = x.data_ptr<T>();
   T* yp = y.data_ptr<T>();
   int64_t* ip = indices.data_ptr<int64_t>();
+  if (o.kernel_size == Int2(2) && o.stride == Int2(2) && o.padding == Int2(0) && 2 * Ho <= H && 2 * Wo <= W) {
+#pragma omp parallel for schedule(static) if (x.numel() >= kParallelGrain && P > 1)
+    for (int64_t p = 0; p < P; ++p) max_plane_2x2(xp + p * H * W, W, Ho, Wo, yp + p * Ho * Wo, ip + p * Ho * Wo);
+    return;
+  }
 #pragma omp parallel for schedule(static) if (x.numel() >= kParallelGrain && P > 1)
   for (int64_t p = 0; p < P; ++p) {
     const T* plane = xp + p * H * W;
