@@ -239,9 +239,14 @@ void train_case(const Options& opt, const Config& c) {
   auto train_step = [&] {
     const Block& blk = blocks[size_t(step++ % kBlocks)];
     lsf::Tensor lp = model->forward(blk.tokens, memory);
-    lsf::Tensor loss = lsf::lm::lm_loss(lp, blk.targets, /*pad_index=*/-100);
+    lsf::Tensor loss;
+    {
+      lsf::profiler::PhaseScope phase("loss");
+      loss = lsf::lm::lm_loss(lp, blk.targets, /*pad_index=*/-100);
+    }
     adamw.zero_grad();
     loss.backward();
+    lsf::profiler::PhaseScope phase("optimizer");
     adamw.step();
   };
   const int64_t rss_before = proc_status_bytes("VmRSS");
@@ -250,6 +255,15 @@ void train_case(const Options& opt, const Config& c) {
   Timing t = time_call(train_step, opt);
   const lsf::MemoryStats mem = lsf::memory_stats();
   const int64_t hwm = proc_status_bytes("VmHWM");
+  // LSF_PROFILE=1: ten more steps under the built-in profiler, its table on stderr (after the
+  // timing, so the profiler's own cost never reaches the reported times).
+  if (lsf::profiler::enable_from_environment()) {
+    lsf::profiler::reset();
+    for (int i = 0; i < 10; ++i) train_step();
+    lsf::profiler::disable();
+    std::fprintf(stderr, "train/%s, 10 steps:\n%s", c.name.c_str(),
+                 lsf::profiler::format_table(lsf::profiler::snapshot(), 40).c_str());
+  }
   const double tokens = double(c.batch * c.model.block_length);
   std::printf("{\"impl\": \"lsformer\", \"case\": \"train/%s\", %s, \"phase\": \"train_step\", \"median_ms\": %.6f, "
               "\"min_ms\": %.6f, \"max_ms\": %.6f, \"samples\": %d, \"inner\": %d, \"threads\": %d, \"clock\": \"%s\", "

@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "lsformer/engine/core_kernels.h"
+#include "lsformer/engine/profiler.h"
 
 namespace lsf {
 
@@ -50,7 +51,10 @@ Tensor owned_copy(const Tensor& t) {
 
 class FunctionNode final : public Node {
  public:
-  FunctionNode(std::string name, BackwardFn fn) : Node(std::move(name)), fn_(std::move(fn)) {}
+  // Remembers the profiler phase it was recorded in, so that its backward is charged to it.
+  FunctionNode(std::string name, BackwardFn fn)
+      : Node(std::move(name)), fn_(std::move(fn)), phase_(profiler::current_phase()) {}
+  const char* phase() const { return phase_; }
   TensorList apply(const TensorList& grads) override {
     LSF_CHECK(!released_) << "backward: trying to backward through the graph a second time (the "
                              "tensors saved by '"
@@ -68,6 +72,7 @@ class FunctionNode final : public Node {
  private:
   BackwardFn fn_;
   bool released_ = false;
+  const char* phase_;
 };
 
 }  // namespace
@@ -156,6 +161,8 @@ bool record(const std::string& name, const TensorList& inputs, const TensorList&
 
 void run_backward(const TensorList& roots, const TensorList& grads, bool retain_graph) {
   NoGradGuard no_grad;
+  // Summing the gradients of tensors used several times is the engine's own backward work.
+  profiler::BackwardScope phase("autograd (gradient sums)");
 
   // 1. Count, for every node reachable from the roots, how many edges point at it.
   std::vector<Edge> root_edges;
@@ -233,7 +240,13 @@ void run_backward(const TensorList& roots, const TensorList& grads, bool retain_
         fill_kernel(m.device, buffer.grads[i], 0.0);
       }
     }
-    TensorList input_grads = node->apply(buffer.grads);
+    TensorList input_grads;
+    {
+      // Leaf accumulators (and any other engine node) stay in the engine's own phase.
+      const auto* function = dynamic_cast<const FunctionNode*>(node.get());
+      profiler::BackwardScope phase(function ? function->phase() : "autograd (gradient sums)");
+      input_grads = node->apply(buffer.grads);
+    }
     if (!retain_graph) node->release();
     for (size_t i = 0; i < node->next_edges.size(); ++i) {
       const Edge& e = node->next_edges[i];

@@ -19,6 +19,7 @@
 
 #include "lsformer/engine/device.h"
 #include "lsformer/engine/error.h"
+#include "lsformer/engine/profiler.h"
 
 namespace lsf {
 
@@ -51,6 +52,10 @@ class Kernel<R(Args...)> : public KernelBase {
   R operator()(Device device, CallArgs&&... args) const {
     AnyFn fn = table_[int(device.type)];
     if (fn == nullptr) throw_missing(device);
+    if (profiler::enabled()) {  // every kernel call of every backend is timed here
+      profiler::OpScope scope(name_);
+      return reinterpret_cast<Fn>(fn)(std::forward<CallArgs>(args)...);
+    }
     return reinterpret_cast<Fn>(fn)(std::forward<CallArgs>(args)...);
   }
 };

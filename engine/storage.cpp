@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lsformer/engine/error.h"
+#include "lsformer/engine/profiler.h"
 
 namespace lsf {
 namespace {
@@ -26,6 +27,7 @@ class CpuAllocator final : public Allocator {
     if (const char* env = std::getenv("LSF_CPU_CACHE_BYTES")) cache_limit_ = std::strtoull(env, nullptr, 10);
   }
   void* allocate(size_t nbytes, Device) override {
+    profiler::OpScope timed("cpu_allocate");
     const size_t size = block_size(nbytes);
     void* p = nullptr;
     {

@@ -21,6 +21,7 @@ const std::vector<Flag>& flags() {
       {"--out", "DIR", "the run directory (default: runs/<config name>, or runs/<config name>-N if that holds a run)"},
       {"--resume", nullptr, "continue the run in --out from its last.safetensors"},
       {"--init-from", "CKPT", "start a new run (a new phase) from this checkpoint's weights; fresh optimizer and schedule"},
+      {"--profile", nullptr, "print per-op self time and calls and the time per model phase of the training steps at the end (also LSF_PROFILE=1)"},
       {"--threads", "N", "CPU threads (sets train.threads)"},
   };
   return table;
@@ -29,7 +30,7 @@ const std::vector<Flag>& flags() {
 }  // namespace
 
 void train_usage(std::ostream& os) {
-  os << "usage: lsf train --config PATH [--set KEY=VALUE]... [--out DIR] [--resume | --init-from CKPT] [--threads N]\n\n"
+  os << "usage: lsf train --config PATH [--set KEY=VALUE]... [--out DIR] [--resume | --init-from CKPT] [--threads N] [--profile]\n\n"
         "Trains a model as the config says; writes config.json, metrics.jsonl, best.safetensors,\n"
         "last.safetensors and summary.json to the run directory, and prints the test result.\n\n";
   print_flags(os, flags());
@@ -69,6 +70,7 @@ int run_train(const std::vector<std::string>& args) {
   options.out_dir = out;
   options.resume = resume;
   options.init_from = init_from;
+  options.profile = parsed.count("--profile") > 0;
   options.program = program_name();
   train::train(config, options);
   return 0;

@@ -11,6 +11,7 @@
 #include "lsformer/engine/info.h"
 #include "lsformer/engine/parallel.h"
 #include "lsformer/engine/philox.h"
+#include "lsformer/engine/profiler.h"
 #include "lsformer/engine/random.h"
 #include "lsformer/engine/safetensors.h"
 #include "lsformer/engine/storage.h"

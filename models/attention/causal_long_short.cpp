@@ -6,6 +6,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "lsformer/engine/profiler.h"
 #include "lsformer/models/attention/heads.h"
 #include "lsformer/engine/autograd.h"
 #include "lsformer/models/nn/init.h"
@@ -125,6 +126,7 @@ CausalLongShortAttention::Compressed CausalLongShortAttention::compress_projecte
 }
 
 Tensor CausalLongShortAttention::forward(const Tensor& x, const AttentionArgs& args) {
+  profiler::PhaseScope phase("attention");
   const auto& o = options_;
   const int64_t d = o.dim, h = o.heads, e = d / h, l = o.chunk_length, w = o.window;
   LSF_CHECK(x.defined() && x.dim() == 3 && x.size(2) == d)

@@ -7,6 +7,7 @@
 #include <limits>
 #include <sstream>
 
+#include "lsformer/engine/profiler.h"
 #include "lsformer/models/attention/heads.h"
 #include "lsformer/ops/binary.h"
 #include "lsformer/ops/dropout.h"
@@ -68,6 +69,7 @@ std::string FullAttention::extra_repr() const {
 }
 
 Tensor FullAttention::forward(const Tensor& x, const AttentionArgs& args) {
+  profiler::PhaseScope phase("attention");
   check_self_attention_args("FullAttention", x, options_.dim, args);
   const int64_t B = x.size(0), n = x.size(1), h = options_.heads, e = head_dim();
   const double neg_inf = -std::numeric_limits<double>::infinity();

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "lsformer/engine/profiler.h"
 #include "lsformer/models/attention/heads.h"
 #include "lsformer/models/attention/full_attention.h"
 #include "lsformer/models/nn/init.h"
@@ -67,6 +68,7 @@ std::string LinformerAttention::extra_repr() const {
 }
 
 Tensor LinformerAttention::forward(const Tensor& x, const AttentionArgs& args) {
+  profiler::PhaseScope phase("attention");
   const char* op = "LinformerAttention";
   check_self_attention_args(op, x, options_.dim, args);
   LSF_CHECK(x.size(1) == options_.max_seq_len)

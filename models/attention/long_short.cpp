@@ -17,6 +17,7 @@
 #include <limits>
 #include <sstream>
 
+#include "lsformer/engine/profiler.h"
 #include "lsformer/models/attention/heads.h"
 #include "lsformer/ops/binary.h"
 #include "lsformer/ops/factory.h"
@@ -54,6 +55,7 @@ LongShortAttention::LongShortAttention(const LongShortOptions& o) : Attention(kN
 Tensor LongShortAttention::forward(const Tensor& x, const AttentionArgs& args) { return forward(x, args, nullptr); }
 
 Tensor LongShortAttention::forward(const Tensor& x, const AttentionArgs& args, LongShortTrace* trace) {
+  profiler::PhaseScope phase("attention");
   const LongShortOptions& o = options_;
   LSF_CHECK(x.defined()) << kName << ": the input x is undefined";
   LSF_CHECK(x.dim() == 3 && x.size(2) == o.dim)

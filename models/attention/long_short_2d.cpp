@@ -37,6 +37,7 @@
 #include <sstream>
 #include <vector>
 
+#include "lsformer/engine/profiler.h"
 #include "lsformer/models/attention/heads.h"
 #include "lsformer/models/nn/init.h"
 #include "lsformer/ops/binary.h"
@@ -211,6 +212,7 @@ int64_t LongShortAttention2d::check_args(const Tensor& x, const AttentionArgs& a
 }
 
 Tensor LongShortAttention2d::forward(const Tensor& x, const AttentionArgs& args) {
+  profiler::PhaseScope phase("attention");
   LSF_CHECK(!options_.external_projections)
       << kOp << ": built with external_projections (no qkv / to_dynamic_projection): call forward_projected";
   const int64_t nx = check_args(x, args), g = args.num_global, N = nx * nx;

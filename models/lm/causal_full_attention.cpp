@@ -8,6 +8,7 @@
 #include <sstream>
 #include <vector>
 
+#include "lsformer/engine/profiler.h"
 #include "lsformer/models/attention/heads.h"
 #include "lsformer/engine/autograd.h"
 #include "lsformer/models/attention/causal_long_short.h"
@@ -60,6 +61,7 @@ std::string CausalFullAttention::extra_repr() const {
 }
 
 Tensor CausalFullAttention::forward(const Tensor& x, const nn::AttentionArgs& args) {
+  profiler::PhaseScope phase("attention");
   const int64_t d = options_.dim, h = options_.heads, e = d / h;
   LSF_CHECK(x.defined() && x.dim() == 3 && x.size(2) == d)
       << kName << ": x must be [B, M, d] with d = " << d << ", got shape " << (x.defined() ? x.shape() : Shape{});

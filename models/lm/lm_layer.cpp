@@ -1,6 +1,7 @@
 // One char-LM layer: the feed-forward block and the §3.2 wiring (see lm_layer.h).
 #include "lsformer/models/lm/lm_layer.h"
 
+#include "lsformer/engine/profiler.h"
 #include "lsformer/models/attention/causal_long_short.h"
 #include "lsformer/models/lm/causal_full_attention.h"
 #include "lsformer/ops/binary.h"
@@ -16,6 +17,7 @@ FeedForwardLayer::FeedForwardLayer(int64_t dim, int64_t ffn_dim, double p, Gener
 }
 
 Tensor FeedForwardLayer::forward(const Tensor& y) {
+  profiler::PhaseScope phase("ffn");
   // One Dropout module, used twice (the official FeedForwardLayer has one nn.Dropout too).
   return dropout->forward(fc2->forward(dropout->forward(gelu(fc1->forward(y)))));
 }

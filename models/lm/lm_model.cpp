@@ -7,6 +7,7 @@
 
 #include "lsformer/engine/autograd.h"
 #include "lsformer/engine/error.h"
+#include "lsformer/engine/profiler.h"
 #include "lsformer/models/attention/causal_long_short.h"
 #include "lsformer/models/lm/causal_full_attention.h"
 #include "lsformer/models/nn/init.h"
@@ -124,6 +125,7 @@ Tensor TransformerLSModel::forward(const Tensor& tokens, Memory& memory, std::ve
     if (layer_inputs) layer_inputs->push_back(h);
     h = layers[i]->forward(h, old, tables);
   }
+  profiler::PhaseScope phase("output (logits, log-softmax)");
   h = emb_dropout->forward(h);
   Tensor logits = add(matmul(h, in_emb->weight.t()), out_emb->bias);  // [B, run, V]
   if (logits.dtype() == kF16 || logits.dtype() == kBF16) logits = logits.to(kF32);

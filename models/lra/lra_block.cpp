@@ -2,6 +2,7 @@
 #include "lsformer/models/lra/lra_block.h"
 
 #include "lsformer/engine/error.h"
+#include "lsformer/engine/profiler.h"
 #include "lsformer/models/nn/activation.h"
 #include "lsformer/models/nn/init.h"
 #include "lsformer/models/nn/linear.h"
@@ -67,6 +68,7 @@ Tensor LraBlock::forward(const Tensor& x, const Tensor& mask, const Tensor& cls)
     args.mask = cat({ones({x.size(0), 1}, TensorOptions(kBool).device(x.device())), mask}, 1);
     h = add(cat({cls, x}, 1), dropout1->forward(mha->forward(tokens, args)));
   }
+  profiler::PhaseScope phase("ffn");
   return add(h, mlpblock->forward(norm2->forward(h)));
 }
 

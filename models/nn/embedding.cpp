@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "lsformer/engine/autograd.h"
+#include "lsformer/engine/profiler.h"
 #include "lsformer/models/nn/init.h"
 #include "lsformer/ops/embedding.h"
 
@@ -31,7 +32,10 @@ void Embedding::reset_parameters(Generator* generator) {
   }
 }
 
-Tensor Embedding::forward(const Tensor& ids) { return embedding(weight, ids, padding_idx_); }
+Tensor Embedding::forward(const Tensor& ids) {
+  profiler::PhaseScope phase("embedding");
+  return embedding(weight, ids, padding_idx_);
+}
 
 std::string Embedding::extra_repr() const {
   std::ostringstream os;

@@ -3,6 +3,7 @@
 
 #include <sstream>
 
+#include "lsformer/engine/profiler.h"
 #include "lsformer/models/nn/init.h"
 #include "lsformer/ops/layer_norm.h"
 
@@ -26,7 +27,10 @@ void LayerNorm::reset_parameters() {
   if (bias.defined()) init::zeros_(bias);
 }
 
-Tensor LayerNorm::forward(const Tensor& x) { return layer_norm(x, normalized_shape_, weight, bias, eps_); }
+Tensor LayerNorm::forward(const Tensor& x) {
+  profiler::PhaseScope phase("layer_norm");
+  return layer_norm(x, normalized_shape_, weight, bias, eps_);
+}
 
 std::string LayerNorm::extra_repr() const {
   std::ostringstream os;

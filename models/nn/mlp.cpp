@@ -1,6 +1,8 @@
 // nn::Mlp: two Linears around an activation, with dropout after each stage.
 #include "lsformer/models/nn/mlp.h"
 
+#include "lsformer/engine/profiler.h"
+
 namespace lsf::nn {
 
 Mlp::Mlp(int64_t in_features, const MlpOptions& options) : Layer("Mlp") {
@@ -14,6 +16,7 @@ Mlp::Mlp(int64_t in_features, const MlpOptions& options) : Layer("Mlp") {
 }
 
 Tensor Mlp::forward(const Tensor& x) {
+  profiler::PhaseScope phase("ffn");
   return drop2->forward(fc2->forward(drop1->forward(act->forward(fc1->forward(x)))));
 }
 

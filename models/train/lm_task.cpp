@@ -15,6 +15,7 @@
 #include "lsformer/engine/autograd.h"
 #include "lsformer/engine/enum_names.h"
 #include "lsformer/engine/error.h"
+#include "lsformer/engine/profiler.h"
 #include "lsformer/models/lm/lm_loss.h"
 #include "lsformer/models/lm/lm_model.h"
 #include "lsformer/models/lm/memory.h"
@@ -171,6 +172,7 @@ class LmTask final : public Task {
     }
     const Tensor log_probs = model.forward(batch.inputs.to(weight.device()), memory_);
     TrainStep s;
+    profiler::PhaseScope phase("loss");
     s.loss = lm::lm_loss(log_probs, batch.targets.to(weight.device()), data::kLmIgnoreIndex);
     s.units = double(batch.num_tokens);
     // lm_loss divides the scored targets' NLL by all positions: undo that for the window's BPC.

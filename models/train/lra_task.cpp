@@ -15,6 +15,7 @@
 #include "lsformer/data/text.h"
 #include "lsformer/engine/autograd.h"
 #include "lsformer/engine/error.h"
+#include "lsformer/engine/profiler.h"
 #include "lsformer/models/nn/init.h"
 #include "lsformer/ops/factory.h"
 #include "lsformer/ops/flops.h"
@@ -230,6 +231,7 @@ class LraTask final : public Task {
     data::Batch batch = train_batches_->batch(step);
     Tensor logits = forward(classifier(model), batch);
     TrainStep s;
+    profiler::PhaseScope phase("loss");
     s.loss = cross_entropy(logits, batch.labels);
     s.units = double(batch.labels.numel());
     s.tally.add("correct", double(count_correct(logits, batch.labels)));

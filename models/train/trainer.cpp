@@ -18,6 +18,7 @@
 
 #include "lsformer/engine/autograd.h"
 #include "lsformer/engine/parallel.h"
+#include "lsformer/engine/profiler.h"
 #include "lsformer/engine/random.h"
 #include "lsformer/engine/safetensors.h"
 #include "lsformer/models/optim/adam.h"
@@ -209,18 +210,25 @@ void evaluate_dev(Run& run, MetricsLog& metrics, ProgressLine& progress) {
 
 // The loop: one step per batch, logging, periodic evaluation and checkpoints.
 void run_loop(Run& run, int64_t end_step, MetricsLog& metrics, ProgressLine& progress, Clock::time_point started,
-              TrainSummary& summary) {
+              TrainSummary& summary, bool profile_requested, std::ostream& log) {
   const LoopConfig& loop = run.config.train;
   const int64_t first_step = run.step;
   const Clock::time_point loop_started = Clock::now();  // the ETA leaves out data loading
   LogWindow window(loop_started);
+  // The profile (TrainOptions::profile, LSF_PROFILE=1) covers training steps: evaluation and
+  // checkpoint writes are paused out of it.
+  const bool profile = profile_requested || profiler::enable_from_environment();
+  if (profile) profiler::enable();
   for (; run.step < end_step;) {
     optim::apply_schedule(*run.schedule, *run.optimizer, run.step);  // lr and beta1 for this update
     TrainStep s = run.task->train_step(*run.model, run.step);
     s.loss.backward();
-    if (run.config.optimizer.grad_clip > 0) optim::clip_grad_norm_(run.model->named_parameters(), run.config.optimizer.grad_clip);
-    run.optimizer->step();
-    run.optimizer->zero_grad();
+    {
+      profiler::PhaseScope phase("optimizer");
+      if (run.config.optimizer.grad_clip > 0) optim::clip_grad_norm_(run.model->named_parameters(), run.config.optimizer.grad_clip);
+      run.optimizer->step();
+      run.optimizer->zero_grad();
+    }
     const int64_t done = ++run.step;
 
     window.add(s.loss.item<float>(), s);
@@ -236,10 +244,16 @@ void run_loop(Run& run, int64_t end_step, MetricsLog& metrics, ProgressLine& pro
                           seconds_since(started));
       window.restart(Clock::now());
     }
+    profiler::PauseScope not_a_step;
     if ((loop.eval_every > 0 && done % loop.eval_every == 0) || done == loop.steps) evaluate_dev(run, metrics, progress);
     if ((loop.checkpoint_every > 0 && done % loop.checkpoint_every == 0) || done == end_step) save_last(run);
   }
   progress.finish();
+  if (profile) {
+    profiler::disable();
+    log << "profile of " << (run.step - first_step) << " training steps (evaluation and checkpoints excluded):\n"
+             << profiler::format_table(profiler::snapshot());
+  }
 }
 
 // summary.json and the lines printed at the end of a run.
@@ -361,7 +375,7 @@ TrainSummary train(const RunConfig& config, const TrainOptions& options) {
   MetricsLog metrics(run.paths.metrics, options.resume, run.step);
 
   const int64_t end_step = options.stop_after > 0 ? std::min(options.stop_after, config.train.steps) : config.train.steps;
-  run_loop(run, end_step, metrics, progress, started, summary);
+  run_loop(run, end_step, metrics, progress, started, summary, options.profile, log);
   summary.steps = run.step;
   summary.best_step = run.best.step;
   summary.best_periodic_score = run.best.score;

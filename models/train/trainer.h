@@ -43,6 +43,8 @@ struct TrainOptions {
   int progress = -1;                 // 1: one \r-updated line; 0: a line per log_every; -1: 1 on a TTY
   int64_t stop_after = 0;            // > 0: stop once this many steps are done, saving last.safetensors
                                      // and skipping the final evaluation (as an interrupted run; tests)
+  bool profile = false;              // print the built-in profiler's table of the training steps at the
+                                     // end (engine/profiler.h; also on with LSF_PROFILE=1)
 };
 
 struct TrainSummary {

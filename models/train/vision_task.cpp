@@ -15,6 +15,7 @@
 #include "lsformer/data/rand_augment.h"
 #include "lsformer/engine/autograd.h"
 #include "lsformer/engine/error.h"
+#include "lsformer/engine/profiler.h"
 #include "lsformer/models/nn/init.h"
 #include "lsformer/ops/loss.h"
 #include "lsformer/ops/soft_cross_entropy.h"
@@ -304,9 +305,12 @@ class VisionTask final : public Task {
     LSF_CHECK(b.index == step) << "internal: the image loader gave batch " << b.index << " for step " << step;
     Tensor logits = classifier(model).forward(b.images);
     TrainStep s;
-    s.loss = b.soft_targets.defined()
-                 ? soft_cross_entropy(logits, b.soft_targets)
-                 : cross_entropy(logits, b.labels, {.label_smoothing = s_.data.label_smoothing});
+    {
+      profiler::PhaseScope phase("loss");
+      s.loss = b.soft_targets.defined()
+                   ? soft_cross_entropy(logits, b.soft_targets)
+                   : cross_entropy(logits, b.labels, {.label_smoothing = s_.data.label_smoothing});
+    }
     s.units = double(b.labels.numel());
     // Against the unmixed labels (with Mixup/CutMix the image shows two classes): a rough guide.
     s.tally.add("correct", double(count_top_k(logits.detach(), b.labels).correct1));

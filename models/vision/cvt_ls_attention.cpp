@@ -3,6 +3,7 @@
 
 #include <sstream>
 
+#include "lsformer/engine/profiler.h"
 #include "lsformer/models/nn/std_conv2d.h"
 #include "lsformer/ops/shape.h"
 
@@ -87,6 +88,7 @@ std::string CvTLSAttention::extra_repr() const {
 }
 
 Tensor CvTLSAttention::forward(const Tensor& x, const nn::AttentionArgs& args) {
+  profiler::PhaseScope phase("attention");
   const int64_t nx = args.height, g = args.num_global;
   LSF_CHECK(x.defined() && x.dim() == 3 && x.size(2) == options_.dim && args.height == args.width &&
             (g == 0 || g == 1) && x.size(1) == g + nx * nx)

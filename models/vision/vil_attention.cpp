@@ -5,6 +5,7 @@
 #include <sstream>
 #include <vector>
 
+#include "lsformer/engine/profiler.h"
 #include "lsformer/models/attention/heads.h"
 #include "lsformer/models/nn/init.h"
 #include "lsformer/ops/binary.h"
@@ -87,6 +88,7 @@ Tensor ViLFullAttention::position_bias(const Tensor& like) const {
 }
 
 Tensor ViLFullAttention::forward(const Tensor& x, const nn::AttentionArgs& args) {
+  profiler::PhaseScope phase("attention");
   const auto& o = options_;
   LSF_CHECK(x.defined()) << kOp << ": the input is undefined";
   LSF_CHECK(!args.mask.defined() && !args.memory.defined() && !args.cls.defined())
