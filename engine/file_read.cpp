@@ -27,7 +27,7 @@ RegularFile::RegularFile(const std::string& path, const std::string& who) : path
   fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd_ < 0) {
     const int err = errno;
-    LSF_FAIL() << who << " '" << path << "': " << std::strerror(err);
+    LSF_FAIL() << who << " '" << path << "': " << (err == ENOENT ? "no such file" : std::strerror(err));
   }
   struct stat st {};
   if (::fstat(fd_, &st) != 0) {

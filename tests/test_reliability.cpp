@@ -14,6 +14,7 @@
 #include "lsformer/data/listops.h"
 #include "lsformer/engine/file_read.h"
 #include "lsformer/models/train/config.h"
+#include "lsformer/models/train/lra_task.h"
 
 using namespace lsf;
 using Catch::Matchers::Contains;
@@ -84,7 +85,7 @@ TEST_CASE("only regular files are read: devices, FIFOs and directories are named
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   REQUIRE_THROWS_WITH(load_safetensors(fifo), Contains("it is a FIFO"));
   REQUIRE_THROWS_WITH(read_regular_file(fifo, 1024, "cannot read config file"), Contains("cannot read config file '" + fifo + "': it is a FIFO"));
-  REQUIRE_THROWS_WITH(load_safetensors((dir / "missing").string()), Contains("No such file"));
+  REQUIRE_THROWS_WITH(load_safetensors((dir / "missing").string()), Contains("no such file"));
   // Header first: a large file that is not safetensors is refused from its first 8 bytes.
   const std::string junk = (dir / "junk.safetensors").string();
   { std::ofstream(junk, std::ios::binary) << std::string(64, '\xff'); }
@@ -139,12 +140,20 @@ TEST_CASE("integers beyond int64 in a config are range errors, never negative nu
         std::numeric_limits<int64_t>::max());
 }
 
-TEST_CASE("--set of a whole section and a data path beside generation are errors", "[reliability][values]") {
-  // Replacing a section would drop the file's values (and earlier --set's) for the defaults.
-  REQUIRE_THROWS_WITH(train::parse_config(kGenerated, {"train.steps=5", "train={}"}),
-                      Contains("'train' is a whole section") && Contains("(e.g. --set train."));
-  REQUIRE_THROWS_WITH(train::parse_config(kGenerated, {"data.generate={\"train\": 3}"}),
-                      Contains("'data.generate' is a whole section"));
+TEST_CASE("--set of a whole section merges, and a data path beside generation is an error", "[reliability][values]") {
+  // Replacing a section dropped the file's values (and earlier --set's) for the defaults; the
+  // object is now merged key by key.
+  const train::RunConfig kept = train::parse_config(kGenerated, {"train.steps=5", "train={}"});
+  CHECK(kept.train.steps == 5);
+  CHECK(kept.train.batch_size == 4);  // the file's value, not the default 32
+  const train::RunConfig merged = train::parse_config(kGenerated, {"data.generate={\"train\": 3}", "train={\"log_every\": 2}"});
+  const auto& generate = train::lra_sections(merged).data.generate;
+  CHECK((generate.enabled && generate.train == 3 && generate.dev == 4 && generate.max_length == 20));
+  CHECK((merged.train.log_every == 2 && merged.train.steps == 10 && merged.train.batch_size == 4));
+  REQUIRE_THROWS_WITH(train::parse_config(kGenerated, {"train=5"}),
+                      Contains("'train' is a section: its value must be a JSON object of its keys, got '5'"));
+  REQUIRE_THROWS_WITH(train::parse_config(kGenerated, {"train={\"stps\": 5}"}), Contains("unknown key 'train.stps'"));
+  REQUIRE_THROWS_WITH(train::parse_config(kGenerated, {"train={\"steps\": null}"}), Contains("'train.steps' must be an integer"));
   // With generation on, data.path used to be ignored without a word.
   REQUIRE_THROWS_WITH(train::parse_config(kGenerated, {"data.path=/data/listops-1000"}),
                       Contains("'data.path' is \"/data/listops-1000\"") && Contains("'data.generate.enabled' is true"));

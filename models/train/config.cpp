@@ -251,18 +251,20 @@ json override_value(const json& schema_value, const std::string& text) {
   return value;
 }
 
+// Merges `patch` into `target`: objects key by key, recursively; any other value replaces.
+void merge_object(json& target, const json& patch) {
+  for (const auto& [k, v] : patch.items()) {
+    if (v.is_object() && target.contains(k) && target[k].is_object()) merge_object(target[k], v);
+    else target[k] = v;
+  }
+}
+
 // Applies one "a.b=value" override to the user document.
 void apply_override(json& user, const json& schema, const std::string& assignment) {
   auto [key, text] = split_override(assignment);
   LSF_CHECK(key.front() != '.' && key.back() != '.' && key.find("..") == std::string::npos && schema.contains(pointer(key)))
       << "--set: unknown key '" << key << "' (see configs/README.md for the schema)";
   const json& schema_value = schema.at(pointer(key));
-  // Replacing a whole section would drop the file's values and earlier --set's of that section
-  // (the merge then restores the defaults): refused rather than merged, because a merge of
-  // '{}' would silently do nothing, and key-by-key --set says exactly what changes.
-  LSF_CHECK(!schema_value.is_object())
-      << "--set: '" << key << "' is a whole section; set its keys one at a time (e.g. --set " << key << "."
-      << (schema_value.empty() ? std::string("key") : schema_value.begin().key()) << "=...), not '" << assignment << "'";
   json value = override_value(schema_value, text);
   try {
     (void)value.dump();  // JSON text must be UTF-8; nlohmann throws a type_error on the first write otherwise
@@ -279,7 +281,20 @@ void apply_override(json& user, const json& schema, const std::string& assignmen
     if (!child.is_object()) child = json::object();
     node = &child;
   }
-  (*node)[parts.back()] = value;
+  json& slot = (*node)[parts.back()];
+  if (!schema_value.is_object()) {
+    slot = value;
+    return;
+  }
+  // A whole section (--set schedule='{"name": "constant"}') is merged key by key into what the
+  // file and earlier --set's gave it. Replacing it dropped those values without a word (the
+  // defaults came back, and `--set train={}` reset every train.* key); a merge changes exactly
+  // the keys it names, as a --set of each would, so the existing object form keeps working.
+  LSF_CHECK(value.is_object()) << "--set: '" << key << "' is a section: its value must be a JSON object of its keys, got '"
+                               << text << "' (or set one key: --set " << key << "."
+                               << (schema_value.empty() ? std::string("key") : schema_value.begin().key()) << "=...)";
+  if (!slot.is_object()) slot = json::object();
+  merge_object(slot, value);
 }
 
 // data.task as the user document and the overrides set it (default "listops").
