@@ -71,14 +71,16 @@ int64_t extra_count(const Metadata& extra, const std::string& key, const std::st
 volatile std::sig_atomic_t g_stop_signal = 0;
 extern "C" void request_stop(int signal) { g_stop_signal = signal; }
 
-// While alive: SIGINT and SIGTERM ask the loop to stop after the current step. SA_RESETHAND
-// restores the default action, so a second signal ends the process at once (last.safetensors
-// is written atomically, so even then the previous checkpoint survives).
+// While alive (the training loop only: during data loading and the final evaluation there is no
+// progress to save, and a signal ends the process at once as usual): SIGINT and SIGTERM ask the
+// loop to stop after the current step. SA_RESETHAND restores the default action, so a second
+// signal ends the process at once (last.safetensors is written atomically, so even then the
+// previous checkpoint survives).
 class StopSignals {
  public:
   explicit StopSignals(bool enabled) : enabled_(enabled) {
+    g_stop_signal = 0;  // also without handlers: a flag left by an earlier run must not stop this one
     if (!enabled_) return;
-    g_stop_signal = 0;
     struct sigaction action {};
     action.sa_handler = request_stop;
     sigemptyset(&action.sa_mask);
@@ -483,7 +485,6 @@ TrainSummary train(const RunConfig& config, const TrainOptions& options) {
     LSF_CHECK(fs::exists(options.init_from)) << "--init-from: checkpoint '" << options.init_from << "' does not exist";
   }
 
-  const StopSignals signals(options.handle_signals);
   Run run = start_run(config, options, progress);
   TrainSummary summary;
   summary.run_dir = run.paths.dir;
@@ -496,7 +497,10 @@ TrainSummary train(const RunConfig& config, const TrainOptions& options) {
   for (const std::string& warning : metrics.warnings()) progress.message("warning: " + warning);
 
   const int64_t end_step = options.stop_after > 0 ? std::min(options.stop_after, config.train.steps) : config.train.steps;
-  run_loop(run, end_step, metrics, progress, started, summary);
+  {
+    const StopSignals signals(options.handle_signals);
+    run_loop(run, end_step, metrics, progress, started, summary);
+  }
   summary.steps = run.step;
   summary.best_step = run.best.step;
   summary.best_periodic_score = run.best.score;

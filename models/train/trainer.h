@@ -43,8 +43,10 @@ struct TrainOptions {
   int progress = -1;                 // 1: one \r-updated line; 0: a line per log_every; -1: 1 on a TTY
   int64_t stop_after = 0;            // > 0: stop once this many steps are done, saving last.safetensors
                                      // and skipping the final evaluation (as an interrupted run; tests)
-  bool handle_signals = false;       // SIGINT / SIGTERM finish the current step, save last.safetensors,
-                                     // print how to resume and return with stop_signal set (lsf train)
+  bool handle_signals = false;       // SIGINT / SIGTERM during the loop finish the current step, save
+                                     // last.safetensors, print how to resume and return with stop_signal
+                                     // set (lsf train); during loading and the final evaluation they act
+                                     // as usual (nothing to save: last.safetensors is already written)
 };
 
 struct TrainSummary {
