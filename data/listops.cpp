@@ -259,6 +259,61 @@ std::vector<int32_t> tokenize_listops(const std::string& source, const std::stri
   return ids;
 }
 
+void check_listops_expression(const std::string& source, const std::string& where) {
+  struct Open {
+    std::string_view op;
+    int64_t token, args;
+  };
+  std::vector<Open> operators;  // the operators not yet closed, innermost last
+  int64_t parens = 0, top_level = 0, index = 0, last_open_paren = 0;
+  size_t pos = 0;
+  // A value (a digit, or a closed operator) is an argument of the innermost open operator, or
+  // the top-level value, of which there must be exactly one.
+  auto value = [&](int64_t token) {
+    if (!operators.empty()) {
+      ++operators.back().args;
+      return;
+    }
+    LSF_CHECK(++top_level == 1) << where << ": token " << token
+                                << " starts a second expression (a row holds exactly one; missing '[OP'?)";
+  };
+  while (pos < source.size()) {
+    if (source[pos] == ' ') {
+      ++pos;
+      continue;
+    }
+    size_t end = source.find(' ', pos);
+    if (end == std::string::npos) end = source.size();
+    const std::string_view token(source.data() + pos, end - pos);
+    pos = end;
+    ++index;
+    if (token == "(") {
+      ++parens;
+      last_open_paren = index;
+    } else if (token == ")") {
+      LSF_CHECK(parens > 0) << where << ": unbalanced parentheses: ')' (token " << index << ") closes nothing";
+      --parens;
+    } else if (token == "]" || token == "X") {
+      LSF_CHECK(!operators.empty()) << where << ": '" << token << "' (token " << index << ") closes no operator";
+      LSF_CHECK(operators.back().args > 0) << where << ": operator " << operators.back().op << " (token "
+                                           << operators.back().token << ") has no arguments";
+      operators.pop_back();  // its value took its slot in the parent when it opened
+    } else if (token.size() == 1 && token[0] >= '0' && token[0] <= '9') {
+      value(index);
+    } else if (token.size() > 1 && token[0] == '[') {
+      value(index);  // the operator's result takes this argument slot (counted when it opens)
+      operators.push_back({token, index, 0});
+    } else {
+      LSF_FAIL() << where << ": unknown ListOps token '" << token << "' (expected ( ) ] X 0-9 [MIN [MAX [MED [SM)";
+    }
+  }
+  LSF_CHECK(operators.empty()) << where << ": operator " << operators.back().op << " (token " << operators.back().token
+                               << ") is never closed by ']' (" << operators.size() << " open at the end)";
+  LSF_CHECK(parens == 0) << where << ": unbalanced parentheses: " << parens << " '(' never closed (the last at token "
+                         << last_open_paren << ")";
+  LSF_CHECK(top_level == 1) << where << ": empty ListOps expression";
+}
+
 namespace {
 Dataset empty_listops_dataset() {
   Dataset dataset;
@@ -275,6 +330,7 @@ Dataset listops_dataset(const std::vector<ListOpsRow>& rows) {
   for (size_t i = 0; i < rows.size(); ++i) {
     const std::string where = "listops_dataset: row " + std::to_string(i);
     check_label(rows[i].label, where);
+    check_listops_expression(rows[i].source, where);
     Example example;
     example.tokens = tokenize_listops(rows[i].source, where);
     example.label = rows[i].label;
@@ -303,8 +359,10 @@ Dataset read_listops_tsv(const std::string& path) {
     const std::string_view label = fields[1];
     LSF_CHECK(label.size() == 1 && label[0] >= '0' && label[0] <= '9')
         << where() << ": bad label '" << label << "' (expected an integer 0..9)";
+    const std::string source(fields[0]);
+    check_listops_expression(source, where());
     Example example;
-    example.tokens = tokenize_listops(std::string(fields[0]), where());
+    example.tokens = tokenize_listops(source, where());
     example.label = label[0] - '0';
     dataset.examples.push_back(std::move(example));
   }

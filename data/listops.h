@@ -59,7 +59,14 @@ void write_listops_dataset(const std::string& dir, const ListOpsSplits& splits);
 // message starts with `where` (e.g. "file.tsv:12").
 std::vector<int32_t> tokenize_listops(const std::string& source, const std::string& where);
 
-Dataset listops_dataset(const std::vector<ListOpsRow>& rows);      // tokenise in memory (fixed vocabulary)
+// Checks that `source` is exactly one well-formed expression: every '(' closed by a ')', every
+// operator closed by a ']' (or 'X') after at least one argument, no ']' without an operator,
+// one top-level value. Throws starting with `where`, naming the token that breaks it (so
+// "] ] ] ) ) )", "( ( [MAX 1 2" and "1 2 3" are errors, not rows of garbage tokens).
+void check_listops_expression(const std::string& source, const std::string& where);
+
+// Both check every row with check_listops_expression, then tokenise it (fixed vocabulary).
+Dataset listops_dataset(const std::vector<ListOpsRow>& rows);      // in memory
 Dataset read_listops_tsv(const std::string& path);                 // errors name file and line
 
 }  // namespace lsf::data

@@ -18,6 +18,7 @@
 
 #include "lsformer/engine/autograd.h"
 #include "lsformer/engine/core_kernels.h"
+#include "lsformer/engine/file_read.h"
 
 namespace lsf {
 namespace {
@@ -158,16 +159,17 @@ SafetensorsContents parse_safetensors(const std::string& bytes, const std::strin
     Entry e;
     e.name = name;
     e.dtype = parse_dtype(v["dtype"].get<std::string>(), name, source);
-    uint64_t numel = 1;
     for (const auto& d : v["shape"]) {
       LSF_CHECK(d.is_number_unsigned()) << source << ": entry '" << name
                                         << "' has a shape entry that is not a non-negative integer";
-      uint64_t s = d.get<uint64_t>();
-      LSF_CHECK(s < (uint64_t(1) << 40) && (s == 0 || numel <= (uint64_t(1) << 62) / s))
-          << source << ": entry '" << name << "' has an impossibly large shape";
-      numel *= s;
+      const uint64_t s = d.get<uint64_t>();
+      LSF_CHECK(s <= uint64_t(INT64_MAX)) << source << ": entry '" << name << "' has dimension " << s
+                                          << ", beyond the 64-bit signed range of a shape";
       e.shape.push_back(int64_t(s));
     }
+    // Checked against overflow and the one-tensor limit (F32 [2^31, 2^31] is 2^64 bytes, which
+    // an unchecked product would wrap to 0 and accept with an empty buffer).
+    const uint64_t nbytes = checked_nbytes(e.shape, e.dtype, source + ": entry '" + name + "'");
     for (const auto& o : v["data_offsets"])
       LSF_CHECK(o.is_number_unsigned()) << source << ": entry '" << name
                                         << "' has data_offsets that are not non-negative integers";
@@ -175,9 +177,9 @@ SafetensorsContents parse_safetensors(const std::string& bytes, const std::strin
     e.end = v["data_offsets"][1].get<uint64_t>();
     LSF_CHECK(e.begin <= e.end) << source << ": entry '" << name << "' has data_offsets [" << e.begin
                                 << ", " << e.end << "] with begin after end";
-    LSF_CHECK(e.end - e.begin == numel * dtype_size(e.dtype))
+    LSF_CHECK(e.end - e.begin == nbytes)
         << source << ": entry '" << name << "' spans " << e.end - e.begin << " bytes, but shape "
-        << e.shape << " of " << v["dtype"].get<std::string>() << " needs " << numel * dtype_size(e.dtype);
+        << e.shape << " of " << v["dtype"].get<std::string>() << " needs " << nbytes;
     entries.push_back(std::move(e));
   }
 
@@ -266,12 +268,20 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
 }
 
 SafetensorsContents load_safetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  LSF_CHECK(in.good()) << "load_safetensors: cannot open '" << path << "'"
-                       << (std::filesystem::exists(path) ? "" : " (no such file)");
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  LSF_CHECK(!in.bad()) << "load_safetensors: error reading '" << path << "'";
-  return parse_safetensors(bytes, path);
+  // Header first: a file that is not safetensors (or a huge unrelated one) is refused after
+  // 8 bytes, before its content is read; only regular files are read at all.
+  RegularFile file(path, "load_safetensors: cannot read");
+  LSF_CHECK(file.size() >= 8) << "load_safetensors: '" << path << "' is truncated (" << file.size()
+                              << " bytes, shorter than the 8-byte header length)";
+  uint64_t n = 0;
+  file.read_at(0, &n, 8);
+  LSF_CHECK(n <= kMaxHeaderBytes) << "load_safetensors: '" << path << "': header length " << n << " exceeds the "
+                                  << kMaxHeaderBytes << "-byte limit (not a safetensors file?)";
+  LSF_CHECK(8 + n <= file.size()) << "load_safetensors: '" << path << "': header length " << n
+                                  << " runs past the end of the " << file.size() << "-byte file (truncated?)";
+  // The whole file is held in memory once; the tensors' own bytes are capped by
+  // checked_nbytes in the parser, so the file's size bounds every allocation.
+  return parse_safetensors(file.read_all(kMaxTensorBytes), path);
 }
 
 }  // namespace lsf

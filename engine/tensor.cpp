@@ -19,8 +19,28 @@ AutogradMeta& TensorImpl::autograd_meta() {
 
 int64_t shape_numel(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  for (int64_t s : shape) {
+    LSF_CHECK(s >= 0) << "negative dimension in shape " << shape;
+    LSF_CHECK(!__builtin_mul_overflow(n, s, &n))
+        << "shape " << shape << " has more elements than a 64-bit count can hold";
+  }
+  // A zero dimension makes the count 0 whatever follows, but every product on the way was
+  // checked, so later code may multiply the sizes of any prefix without overflow.
   return n;
+}
+
+size_t checked_nbytes(const Shape& shape, DType dtype, const std::string& what) {
+  int64_t n = 1;
+  for (int64_t s : shape) {
+    LSF_CHECK(s >= 0) << what << ": negative dimension in shape " << shape;
+    LSF_CHECK(!__builtin_mul_overflow(n, s, &n))
+        << what << ": shape " << shape << " has more elements than a 64-bit count can hold";
+  }
+  uint64_t bytes = 0;
+  LSF_CHECK(!__builtin_mul_overflow(uint64_t(n), uint64_t(dtype_size(dtype)), &bytes) && bytes <= kMaxTensorBytes)
+      << what << ": shape " << shape << " of " << dtype << " needs " << n << " elements of " << dtype_size(dtype)
+      << " bytes, more than the " << kMaxTensorBytes << "-byte limit of one tensor";
+  return size_t(bytes);
 }
 
 Strides contiguous_strides(const Shape& shape) {
@@ -201,10 +221,8 @@ void Tensor::set_data(const Tensor& src) const {
 }
 
 Tensor empty(const Shape& shape, const TensorOptions& options) {
-  for (int64_t s : shape)
-    LSF_CHECK(s >= 0) << "empty: negative dimension in shape " << shape;
-  int64_t n = shape_numel(shape);
-  auto storage = std::make_shared<StorageImpl>(size_t(n) * dtype_size(options.dtype()), options.device());
+  const size_t nbytes = checked_nbytes(shape, options.dtype(), "empty");
+  auto storage = std::make_shared<StorageImpl>(nbytes, options.device());
   Tensor t(std::make_shared<TensorImpl>(std::move(storage), 0, shape, contiguous_strides(shape),
                                         options.dtype()));
   if (options.requires_grad()) t.requires_grad_(true);

@@ -17,6 +17,7 @@
 #include <iosfwd>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "lsformer/engine/device.h"
@@ -239,7 +240,16 @@ Tensor contiguous_detached(const Tensor& t);
 // A view of `base`'s storage with the given geometry; not recorded by autograd.
 Tensor make_view(const Tensor& base, Shape shape, Strides strides, int64_t offset);
 Strides contiguous_strides(const Shape& shape);
+// The engine's one checked shape product: the element count of `shape`, throwing an lsf::Error
+// that names the shape when a dimension is negative or the product overflows int64.
 int64_t shape_numel(const Shape& shape);
+// The largest tensor the engine allocates, in bytes (2^62: every byte offset and every byte
+// count then fits in int64 with room for alignment rounding).
+constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 62;
+// Bytes of a contiguous tensor of `shape` and `dtype`, checked: throws naming `what` and the
+// shape when the product overflows or exceeds kMaxTensorBytes. Every allocation and every size
+// read from a file goes through it, so no wrapped product can under-allocate a tensor.
+size_t checked_nbytes(const Shape& shape, DType dtype, const std::string& what);
 // Wraps a possibly negative dim into [0, ndim); throws naming `op` when out of range.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
 

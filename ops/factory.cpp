@@ -37,7 +37,13 @@ Tensor arange(double start, double end, double step, const TensorOptions& option
       << "arange: bounds must be finite, got start " << start << ", end " << end << ", step " << step;
   LSF_CHECK((end - start) / step >= 0) << "arange: step " << step << " moves away from end " << end
                                         << " (start " << start << ")";
-  int64_t n = int64_t(std::ceil((end - start) / step));
+  const double count = std::ceil((end - start) / step);
+  // Checked in double first: converting a count beyond int64 to an integer is undefined.
+  LSF_CHECK(count <= double(kMaxTensorBytes / sizeof(double)))
+      << "arange: start " << start << ", end " << end << ", step " << step << " would give " << count
+      << " elements, more than one tensor can hold";
+  int64_t n = int64_t(count);
+  checked_nbytes({n}, options.dtype(), "arange");
   std::vector<double> values(n);
   for (int64_t i = 0; i < n; ++i) values[i] = start + double(i) * step;
   return tensor_from_host(values.data(), kF64, n, {n}, options);
@@ -48,8 +54,9 @@ Tensor tensor_from_host(const void* data, DType src_dtype, int64_t count, const 
   LSF_CHECK(shape_numel(shape) == count) << "tensor: " << count << " values do not fill shape "
                                          << shape << " (" << shape_numel(shape) << " elements)";
   // Wrap the caller's memory in a CPU tensor without copying, then convert into our own.
-  auto host = std::make_shared<StorageImpl>(size_t(count) * dtype_size(src_dtype), kCPU);
-  std::memcpy(host->data(), data, size_t(count) * dtype_size(src_dtype));
+  const size_t nbytes = checked_nbytes(shape, src_dtype, "tensor");
+  auto host = std::make_shared<StorageImpl>(nbytes, kCPU);
+  std::memcpy(host->data(), data, nbytes);
   Tensor src(std::make_shared<TensorImpl>(host, 0, shape, contiguous_strides(shape), src_dtype));
   Tensor out = src.to(options.dtype()).to(options.device());
   if (out.is_same(src)) out = src;

@@ -25,7 +25,8 @@ Shape infer_shape(const Shape& requested, int64_t numel, const char* op, const S
       infer_at = int64_t(i);
     } else {
       LSF_CHECK(shape[i] >= 0) << op << ": invalid size " << shape[i] << " in " << requested;
-      known *= shape[i];
+      LSF_CHECK(!__builtin_mul_overflow(known, shape[i], &known))
+          << op << ": shape " << requested << " has more elements than a 64-bit count can hold";
     }
   }
   if (infer_at >= 0) {

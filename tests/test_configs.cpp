@@ -177,7 +177,7 @@ TEST_CASE("config errors name the dotted key", "[configs]") {
 TEST_CASE("config overrides (--set): JSON values, plain strings, and only known keys", "[configs]") {
   train::RunConfig c = train::parse_config(
       kTiny, {"train.steps=30", "model.attention=full", "optimizer.betas=[0.8, 0.99]", "model.dropout=0.1",
-              "data.path=\"quoted\"", "description=a run with spaces = fine", "data.generate.enabled=true"});
+              "data.path=\"quoted\"", "description=a run with spaces = fine", "data.generate.enabled=false"});
   CHECK(c.train.steps == 30);
   CHECK(train::lra_sections(c).model.attention == lra::AttentionKind::Full);
   CHECK(c.optimizer.betas[0] == 0.8);
@@ -186,7 +186,7 @@ TEST_CASE("config overrides (--set): JSON values, plain strings, and only known 
   CHECK(train::lra_sections(c).data.path == "quoted");
   CHECK(c.description == "a run with spaces = fine");
   // A string key takes digits as text; a number key refuses text, naming the key.
-  CHECK(train::lra_sections(train::parse_config(kTiny, {"data.path=123"})).data.path == "123");
+  CHECK(train::lra_sections(train::parse_config(kTiny, {"data.generate.enabled=false", "data.path=123"})).data.path == "123");
   CHECK_THROWS_WITH(train::parse_config(kTiny, {"train.steps=many"}), Contains("'train.steps' must be an integer"));
   CHECK_THROWS_WITH(train::parse_config(kTiny, {"train.stepz=3"}), Contains("--set: unknown key 'train.stepz'"));
   CHECK_THROWS_WITH(train::parse_config(kTiny, {"model..dim=3"}), Contains("--set: unknown key 'model..dim'"));

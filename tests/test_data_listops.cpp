@@ -320,7 +320,7 @@ TEST_CASE("listops: fixed vocabulary and in-memory dataset", "[data]") {
         std::vector<int32_t>{11, 1, 10, 15, 13, 14});
   CHECK_THROWS_WITH(tokenize_listops("( [MAX 1 ) [FIRST ] )", "somewhere:3"),
                     Catch::Contains("somewhere:3") && Catch::Contains("[FIRST"));
-  const Dataset d = listops_dataset({{"( ( [SM 3 ) 4 ) ] )", 7}, {"5", 5}});
+  const Dataset d = listops_dataset({{"( ( ( [SM 3 ) 4 ) ] )", 7}, {"5", 5}});
   CHECK(d.name == "listops");
   CHECK(d.vocab_size == 16);
   CHECK(d.num_classes == 10);
@@ -329,7 +329,7 @@ TEST_CASE("listops: fixed vocabulary and in-memory dataset", "[data]") {
   CHECK(d.examples[0].tokens == std::vector<int32_t>{14, 4, 5, 15});
   CHECK(d.examples[0].label == 7);
   CHECK(d.examples[1].tokens == std::vector<int32_t>{6});
-  CHECK_THROWS_WITH(listops_dataset({{"5", 5}, {"( ( [SM 3 ) 4 ) ] )", 12}}),
+  CHECK_THROWS_WITH(listops_dataset({{"5", 5}, {"( ( ( [SM 3 ) 4 ) ] )", 12}}),
                     Catch::Contains("row 1") && Catch::Contains("label 12"));
 }
 

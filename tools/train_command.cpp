@@ -72,8 +72,10 @@ int run_train(const std::vector<std::string>& args) {
   options.init_from = init_from;
   options.profile = parsed.count("--profile") > 0;
   options.program = program_name();
-  train::train(config, options);
-  return 0;
+  options.handle_signals = true;
+  const train::TrainSummary summary = train::train(config, options);
+  // Interrupted: the shell's convention for a death by that signal (130 SIGINT, 143 SIGTERM).
+  return summary.stop_signal != 0 ? 128 + summary.stop_signal : 0;
 }
 
 }  // namespace lsf::cli

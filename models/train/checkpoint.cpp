@@ -1,6 +1,7 @@
 #include "lsformer/models/train/checkpoint.h"
 
 #include <charconv>
+#include <limits>
 
 #include "lsformer/engine/info.h"
 
@@ -52,7 +53,12 @@ CheckpointInfo load_checkpoint(const std::string& path, nn::Module& model, optim
                                bool restore_rng) {
   SafetensorsContents file = load_safetensors(path);
   CheckpointInfo info;
-  info.step = int64_t(parse_u64(file.metadata, "lsformer.step", path));
+  const uint64_t step = parse_u64(file.metadata, "lsformer.step", path);
+  // 2^63 and above would turn negative as an int64_t step.
+  LSF_CHECK(step <= uint64_t(std::numeric_limits<int64_t>::max()))
+      << "load_checkpoint: '" << path << "': entry 'lsformer.step' = " << step << " is out of range (at most "
+      << std::numeric_limits<int64_t>::max() << ")";
+  info.step = int64_t(step);
   info.rng.seed = parse_u64(file.metadata, "lsformer.rng.seed", path);
   info.rng.offset = parse_u64(file.metadata, "lsformer.rng.offset", path);
   if (auto it = file.metadata.find("lsformer.config"); it != file.metadata.end()) info.config = it->second;

@@ -11,12 +11,14 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "lsformer/engine/error.h"
+#include "lsformer/engine/file_read.h"
 #include "lsformer/models/train/task.h"
 
 namespace lsf::train {
@@ -24,10 +26,16 @@ namespace {
 
 using nlohmann::json;
 
+// The JSON pointer of a dotted key; '~' and '/' inside a part are escaped (RFC 6901), so any
+// text the user types makes a valid pointer (an unescaped '~' made nlohmann throw its own
+// parse error instead of our "unknown key").
 json::json_pointer pointer(const std::string& dotted) {
   std::string p;
   std::stringstream ss(dotted);
-  for (std::string part; std::getline(ss, part, '.');) p += "/" + part;
+  for (std::string part; std::getline(ss, part, '.');) {
+    p += "/";
+    for (char c : part) p += c == '~' ? std::string("~0") : c == '/' ? std::string("~1") : std::string(1, c);
+  }
   return json::json_pointer(p);
 }
 
@@ -66,6 +74,7 @@ void visit_config(RunConfig& c, FieldVisitor& v) {
   v.field("train.checkpoint_every", t.checkpoint_every);
   v.field("train.seed", t.seed);
   v.field("train.threads", t.threads);
+  v.field("train.non_finite", t.non_finite, kNonFiniteNames);
 }
 
 // Writes every field at its dotted key.
@@ -95,7 +104,14 @@ class JsonReader final : public FieldVisitor {
   JsonReader(const std::string& source, const json& doc) : source_(source), doc_(doc) {}
   void field(const char* key, std::string& value) override { value = at(key).get<std::string>(); }
   void field(const char* key, bool& value) override { value = at(key).get<bool>(); }
-  void field(const char* key, int64_t& value) override { value = at(key).get<int64_t>(); }
+  void field(const char* key, int64_t& value) override {
+    const json& v = at(key);
+    // 2^63 and above parse as unsigned; get<int64_t> would wrap them to negative numbers.
+    LSF_CHECK(!v.is_number_unsigned() || v.get<uint64_t>() <= uint64_t(std::numeric_limits<int64_t>::max()))
+        << source_ << ": '" << key << "' = " << v.dump() << " is out of range (at most "
+        << std::numeric_limits<int64_t>::max() << ")";
+    value = v.get<int64_t>();
+  }
   void field(const char* key, uint64_t& value) override {
     const json& v = at(key);
     LSF_CHECK(v.is_number_unsigned()) << source_ << ": '" << key << "' must be a non-negative integer, got " << v.dump();
@@ -235,12 +251,26 @@ json override_value(const json& schema_value, const std::string& text) {
   return value;
 }
 
+// Merges `patch` into `target`: objects key by key, recursively; any other value replaces.
+void merge_object(json& target, const json& patch) {
+  for (const auto& [k, v] : patch.items()) {
+    if (v.is_object() && target.contains(k) && target[k].is_object()) merge_object(target[k], v);
+    else target[k] = v;
+  }
+}
+
 // Applies one "a.b=value" override to the user document.
 void apply_override(json& user, const json& schema, const std::string& assignment) {
   auto [key, text] = split_override(assignment);
   LSF_CHECK(key.front() != '.' && key.back() != '.' && key.find("..") == std::string::npos && schema.contains(pointer(key)))
       << "--set: unknown key '" << key << "' (see configs/README.md for the schema)";
-  json value = override_value(schema.at(pointer(key)), text);
+  const json& schema_value = schema.at(pointer(key));
+  json value = override_value(schema_value, text);
+  try {
+    (void)value.dump();  // JSON text must be UTF-8; nlohmann throws a type_error on the first write otherwise
+  } catch (const json::exception&) {
+    LSF_FAIL() << "--set: the value of '" << key << "' is not valid UTF-8: '" << text << "'";
+  }
   // Create the parents in the user document (the schema has them all).
   json* node = &user;
   std::stringstream ss(key);
@@ -251,7 +281,20 @@ void apply_override(json& user, const json& schema, const std::string& assignmen
     if (!child.is_object()) child = json::object();
     node = &child;
   }
-  (*node)[parts.back()] = value;
+  json& slot = (*node)[parts.back()];
+  if (!schema_value.is_object()) {
+    slot = value;
+    return;
+  }
+  // A whole section (--set schedule='{"name": "constant"}') is merged key by key into what the
+  // file and earlier --set's gave it. Replacing it dropped those values without a word (the
+  // defaults came back, and `--set train={}` reset every train.* key); a merge changes exactly
+  // the keys it names, as a --set of each would, so the existing object form keeps working.
+  LSF_CHECK(value.is_object()) << "--set: '" << key << "' is a section: its value must be a JSON object of its keys, got '"
+                               << text << "' (or set one key: --set " << key << "."
+                               << (schema_value.empty() ? std::string("key") : schema_value.begin().key()) << "=...)";
+  if (!slot.is_object()) slot = json::object();
+  merge_object(slot, value);
 }
 
 // data.task as the user document and the overrides set it (default "listops").
@@ -333,7 +376,9 @@ void validate_common(const std::string& source, const RunConfig& c) {
 
 }  // namespace
 
-RunConfig parse_config(const std::string& json_text, const std::vector<std::string>& overrides, const std::string& source) {
+namespace {
+RunConfig parse_config_checked(const std::string& json_text, const std::vector<std::string>& overrides,
+                               const std::string& source) {
   json user;
   try {
     user = json::parse(json_text, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
@@ -357,13 +402,22 @@ RunConfig parse_config(const std::string& json_text, const std::vector<std::stri
   task_family(task).validate(source, c);
   return c;
 }
+}  // namespace
+
+RunConfig parse_config(const std::string& json_text, const std::vector<std::string>& overrides, const std::string& source) {
+  // Every check above names its key; an exception of the JSON library itself would be a case
+  // they missed: it becomes an lsf::Error naming the config, not a raw "[json.exception...]".
+  try {
+    return parse_config_checked(json_text, overrides, source);
+  } catch (const json::exception& e) {
+    LSF_FAIL() << source << ": " << e.what();
+  }
+}
 
 RunConfig load_config(const std::string& path, const std::vector<std::string>& overrides) {
-  std::ifstream in(path, std::ios::binary);
-  LSF_CHECK(in) << "cannot read config file '" << path << "'";
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_config(text.str(), overrides, path);
+  // Configs are a few KiB; the cap refuses a wrong file (a dataset, a checkpoint) at once.
+  constexpr uint64_t kMaxConfigBytes = uint64_t(16) << 20;
+  return parse_config(read_regular_file(path, kMaxConfigBytes, "cannot read config file"), overrides, path);
 }
 
 std::string to_json(const RunConfig& config) { return config_to_json(config).dump(2) + "\n"; }

@@ -113,6 +113,12 @@ struct ScheduleConfig {
                                    // global step, as ViL (optim::WarmupCosineOptions)
 };
 
+// What the loop does with a step whose loss or gradient is not finite (NaN or ±Inf): stop with
+// an error naming the step, the loss and the first parameter whose gradient is not finite, or
+// skip the update (the parameters and optimizer state stay as they were) with a warning.
+enum class NonFiniteAction { Stop, Skip };
+inline constexpr const char* kNonFiniteNames[] = {"stop", "skip"};
+
 struct LoopConfig {
   int64_t steps = 5000;
   int64_t batch_size = 32;
@@ -122,6 +128,7 @@ struct LoopConfig {
   int64_t checkpoint_every = 500; // last.safetensors every N steps (0: only at the end)
   uint64_t seed = 1234;           // model initialisation, dropout, batch order
   int64_t threads = 0;            // CPU threads; 0: the default (OMP_NUM_THREADS or all cores)
+  NonFiniteAction non_finite = NonFiniteAction::Stop;
 };
 
 // A copyable handle to a family's sections (deep copies on copy).

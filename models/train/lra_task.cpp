@@ -114,6 +114,14 @@ void validate_lra(const std::string& source, const RunConfig& c) {
   const LraDataConfig& d = s.data;
   if (d.generate.enabled) {
     LSF_CHECK(c.task == "listops") << source << ": 'data.generate.enabled' is only for task listops, not \"" << c.task << "\"";
+    // A path beside generation would be silently ignored: the user meant one of the two.
+    for (const auto& [key, value] : {std::pair<const char*, const std::string&>{"data.path", d.path},
+                                     {"data.files.train", d.files.train}, {"data.files.dev", d.files.dev},
+                                     {"data.files.test", d.files.test}})
+      LSF_CHECK(value.empty()) << source << ": '" << key << "' is \"" << value
+                               << "\" but 'data.generate.enabled' is true, so it would be ignored: set "
+                                  "data.generate.enabled=false to read files, or leave '"
+                               << key << "' empty to generate ListOps in memory";
     at_least(source, "data.generate.train", double(d.generate.train), 1);
     at_least(source, "data.generate.dev", double(d.generate.dev), 1);
     at_least(source, "data.generate.test", double(d.generate.test), 1);

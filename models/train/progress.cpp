@@ -54,6 +54,13 @@ double LogWindow::rate() const {
   return s > 0 ? units_ / s : 0.0;
 }
 
+void LogWindow::restore(double loss_sum, int64_t steps, const Tally& tally, Clock::time_point now) {
+  restart(now);
+  loss_ = loss_sum;
+  steps_ = steps;
+  tally_ = tally;
+}
+
 void LogWindow::restart(Clock::time_point now) {
   start_ = now;
   loss_ = units_ = 0.0;

@@ -42,7 +42,12 @@ class LogWindow {
   double mean_loss() const { return steps_ ? loss_ / double(steps_) : 0.0; }
   double rate() const;  // units per second since the window started
   const Tally& tally() const { return tally_; }
+  double loss_sum() const { return loss_; }
   void restart(Clock::time_point now);
+  // Continues a window whose first steps ran before a resume (their summed loss and counters,
+  // saved in last.safetensors), so its metrics line equals an uninterrupted run's. The rate
+  // counts only the units since `now`.
+  void restore(double loss_sum, int64_t steps, const Tally& tally, Clock::time_point now);
 
  private:
   Clock::time_point start_;

@@ -36,7 +36,7 @@ std::string config_differences(const RunConfig& a, const RunConfig& b) {
   json fa = json::parse(to_json(a)).flatten(), fb = json::parse(to_json(b)).flatten();
   std::string diff;
   for (const auto& [k, v] : fa.items()) {
-    if (k == "/train/threads" || fb.value(k, json()) == v) continue;
+    if (k == "/train/threads" || k == "/train/non_finite" || fb.value(k, json()) == v) continue;
     std::string key = k.substr(1);
     for (char& ch : key) ch = ch == '/' ? '.' : ch;
     diff += (diff.empty() ? "" : ", ") + key + " " + v.dump() + " → " + fb.value(k, json()).dump();
@@ -62,8 +62,9 @@ RunPaths open_run_directory(const RunConfig& config, const std::string& dir, boo
     LSF_CHECK(!fs::exists(paths.last)) << "'" << dir << "' already holds a run: continue it with --resume, or choose another --out";
   }
   validate_data_paths(config);  // before the run directory exists
+  const std::string text = to_json(config);  // too: a failure must not leave an empty directory
   fs::create_directories(dir);
-  write_file_atomically(paths.config, to_json(config));
+  write_file_atomically(paths.config, text);
   return paths;
 }
 
@@ -71,16 +72,24 @@ MetricsLog::MetricsLog(const std::string& path, bool resume, int64_t resumed_ste
   std::vector<std::string> kept;
   if (resume) {
     std::ifstream in(path);
+    int64_t line_no = 0;
     for (std::string line; std::getline(in, line);) {
+      ++line_no;
       json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (!j.is_discarded() && j.is_object() && j.value("step", int64_t(0)) <= resumed_step && !j.contains("final"))
-        kept.push_back(line);
+      if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) {
+        warnings_.push_back("dropped line " + std::to_string(line_no) + " of '" + path + "': " +
+                            (in.eof() ? "a torn last line (the run was killed while writing it)" : "not a metrics entry"));
+        continue;
+      }
+      if (j["step"].get<int64_t>() <= resumed_step && !j.contains("final")) kept.push_back(line);
     }
   }
-  out_.open(path, std::ios::trunc);
+  // The kept lines replace the file atomically: a kill here never loses the run's history.
+  std::string text;
+  for (const auto& line : kept) text += line + "\n";
+  write_file_atomically(path, text);
+  out_.open(path, std::ios::app);
   LSF_CHECK(out_) << "cannot write '" << path << "'";
-  for (const auto& line : kept) out_ << line << "\n";
-  out_.flush();
 }
 
 void MetricsLog::write_line(const std::string& line) {

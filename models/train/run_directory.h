@@ -29,15 +29,19 @@ struct RunPaths {
 // checked before anything is created; then the directory is made and config.json written.
 RunPaths open_run_directory(const RunConfig& config, const std::string& dir, bool resume);
 
-// The keys whose values differ between two configs, as "key old → new, ..." (train.threads is
-// ignored: it may change on resume). Empty when they agree.
+// The keys whose values differ between two configs, as "key old → new, ..." (train.threads and
+// train.non_finite are ignored: they may change on resume, neither changes a run's values
+// unless a fault occurs). Empty when they agree.
 std::string config_differences(const RunConfig& a, const RunConfig& b);
 
 // metrics.jsonl: fresh for a new run; on resume, the entries after the resumed step are dropped
-// (they belong to the interrupted continuation, which is being redone).
+// (they belong to the interrupted continuation, which is being redone), and so is a line that
+// is not a JSON object (a torn last line of a killed run), with a warning in warnings().
 class MetricsLog {
  public:
   MetricsLog(const std::string& path, bool resume, int64_t resumed_step);
+  // What the resume dropped that was not simply after the resumed step ("line 12 is not ...").
+  const std::vector<std::string>& warnings() const { return warnings_; }
   // A log window ending at `step`: its mean loss, the task's window metrics, the learning rate,
   // throughput in `unit` per second and the run's elapsed seconds.
   void write_train(int64_t step, double loss, const std::vector<Metric>& metrics, double lr, const std::string& unit,
@@ -49,6 +53,7 @@ class MetricsLog {
   void write_line(const std::string& line);
   std::string path_;
   std::ofstream out_;
+  std::vector<std::string> warnings_;
 };
 
 }  // namespace lsf::train

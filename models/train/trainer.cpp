@@ -3,9 +3,13 @@
 // directory and metrics.jsonl are run_directory.h's; the progress line is progress.h's.
 #include "lsformer/models/train/trainer.h"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
+#include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <iomanip>
@@ -26,6 +30,8 @@
 #include "lsformer/models/train/checkpoint.h"
 #include "lsformer/models/train/progress.h"
 #include "lsformer/models/train/run_directory.h"
+#include "lsformer/ops/binary.h"
+#include "lsformer/ops/reduce.h"
 
 namespace lsf::train {
 namespace {
@@ -42,6 +48,59 @@ std::string exact(double v) {
   os << std::setprecision(17) << v;
   return os.str();
 }
+
+// A number of checkpoint `path`'s "extra.<key>" entry, the whole text parsed (std::stod would
+// say only "stod", and accept "0.5abc").
+double extra_number(const Metadata& extra, const std::string& key, const std::string& path) {
+  const std::string& text = extra.at(key);
+  double value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  LSF_CHECK(ec == std::errc() && end == text.data() + text.size() && std::isfinite(value))
+      << "--resume: '" << path << "': entry 'extra." << key << "' = \"" << text << "\" is not a finite number";
+  return value;
+}
+int64_t extra_count(const Metadata& extra, const std::string& key, const std::string& path) {
+  const std::string& text = extra.at(key);
+  int64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  LSF_CHECK(ec == std::errc() && end == text.data() + text.size() && value >= 0)
+      << "--resume: '" << path << "': entry 'extra." << key << "' = \"" << text << "\" is not a non-negative integer";
+  return value;
+}
+
+// The signal that asked the run to stop (SIGINT, SIGTERM), 0 while none has; set by the handler.
+volatile std::sig_atomic_t g_stop_signal = 0;
+extern "C" void request_stop(int signal) { g_stop_signal = signal; }
+
+// While alive (the training loop only: during data loading and the final evaluation there is no
+// progress to save, and a signal ends the process at once as usual): SIGINT and SIGTERM ask the
+// loop to stop after the current step. SA_RESETHAND restores the default action, so a second
+// signal ends the process at once (last.safetensors is written atomically, so even then the
+// previous checkpoint survives).
+class StopSignals {
+ public:
+  explicit StopSignals(bool enabled) : enabled_(enabled) {
+    g_stop_signal = 0;  // also without handlers: a flag left by an earlier run must not stop this one
+    if (!enabled_) return;
+    struct sigaction action {};
+    action.sa_handler = request_stop;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESETHAND;
+    sigaction(SIGINT, &action, &old_int_);
+    sigaction(SIGTERM, &action, &old_term_);
+  }
+  ~StopSignals() {
+    if (!enabled_) return;
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  bool enabled_;
+  struct sigaction old_int_ {}, old_term_ {};
+};
 
 std::string shell_quote(const std::string& s) {
   if (s.find_first_of(" \t'\"$\\`*?;&|<>()") == std::string::npos) return s;
@@ -138,6 +197,14 @@ struct Run {
   std::unique_ptr<optim::Schedule> schedule;
   int64_t step = 0;  // steps done
   Best best;
+  // Carried across a resume in last.safetensors: the open log window's sums (its metrics line
+  // then equals an uninterrupted run's), the last logged mean loss, and the wall time of the
+  // earlier invocations.
+  double window_loss_sum = 0;
+  int64_t window_steps = 0;
+  Tally window_tally;
+  double last_logged_loss = 0;
+  double prior_wall_seconds = 0;
 };
 
 Run start_run(const RunConfig& config, const TrainOptions& options, ProgressLine& progress) {
@@ -162,13 +229,30 @@ Run start_run(const RunConfig& config, const TrainOptions& options, ProgressLine
     run.task->restore_state(info.task_state);
     // "best_accuracy" (−1 before any evaluation): what checkpoints of LRA runs held before the
     // Task interface; read so that such runs still resume.
+    const std::string& last = run.paths.last;
+    LSF_CHECK(run.step <= config.train.steps) << "--resume: '" << last << "' is at step " << run.step
+                                              << ", beyond 'train.steps' (" << config.train.steps << ")";
     const bool legacy = !info.extra.count("best_score") && info.extra.count("best_accuracy") &&
-                        std::stod(info.extra.at("best_accuracy")) >= 0.0;
+                        extra_number(info.extra, "best_accuracy", last) >= 0.0;
     if (info.extra.count("best_score") || legacy) {
-      run.best.score = std::stod(info.extra.at(legacy ? "best_accuracy" : "best_score"));
-      run.best.step = std::stoll(info.extra.at("best_step"));
+      run.best.score = extra_number(info.extra, legacy ? "best_accuracy" : "best_score", last);
+      LSF_CHECK(info.extra.count("best_step")) << "--resume: '" << last << "' records a best score but no 'extra.best_step'";
+      run.best.step = extra_count(info.extra, "best_step", last);
       run.best.any = true;
     }
+    if (info.extra.count("window_steps")) {  // absent in checkpoints older than this record
+      run.window_steps = extra_count(info.extra, "window_steps", last);
+      run.window_loss_sum = extra_number(info.extra, "window_loss_sum", last);
+      json tally = json::parse(info.extra.count("window_tally") ? info.extra.at("window_tally") : "[]", nullptr, false);
+      LSF_CHECK(tally.is_array()) << "--resume: '" << last << "': entry 'extra.window_tally' is not a JSON array";
+      for (const json& entry : tally) {
+        LSF_CHECK(entry.is_array() && entry.size() == 2 && entry[0].is_string() && entry[1].is_number())
+            << "--resume: '" << last << "': entry 'extra.window_tally' holds " << entry.dump() << ", not [name, number]";
+        run.window_tally.add(entry[0].get<std::string>(), entry[1].get<double>());
+      }
+    }
+    if (info.extra.count("train_loss")) run.last_logged_loss = extra_number(info.extra, "train_loss", last);
+    if (info.extra.count("wall_seconds")) run.prior_wall_seconds = extra_number(info.extra, "wall_seconds", last);
     progress.message("resuming '" + run.paths.dir + "' at step " + std::to_string(run.step) + "/" +
                      std::to_string(config.train.steps));
   }
@@ -179,13 +263,43 @@ Run start_run(const RunConfig& config, const TrainOptions& options, ProgressLine
   return run;
 }
 
-void save_last(const Run& run) {
+// last.safetensors: the state to resume from, with the open log window (`window`), the last
+// logged loss and the run's wall time so far (`started`: this invocation's start).
+void save_last(const Run& run, const LogWindow& window, double last_logged_loss, Clock::time_point started) {
   CheckpointInfo info;
   info.step = run.step;
   info.config = to_json(run.config);
   info.task_state = run.task->state();
   if (run.best.any) info.extra = {{"best_score", exact(run.best.score)}, {"best_step", std::to_string(run.best.step)}};
+  json tally = json::array();
+  for (const auto& [name, value] : window.tally().entries()) tally.push_back({name, value});
+  info.extra["window_steps"] = std::to_string(window.steps());
+  info.extra["window_loss_sum"] = exact(window.loss_sum());
+  info.extra["window_tally"] = tally.dump();
+  info.extra["train_loss"] = exact(last_logged_loss);
+  info.extra["wall_seconds"] = exact(run.prior_wall_seconds + seconds_since(started));
   save_checkpoint(run.paths.last, *run.model, run.optimizer.get(), info);
+}
+
+// The first parameter (state_dict name) whose gradient holds a NaN or an infinity; empty when
+// all are finite. One reduction over all gradients (x·0 is 0 for finite x, NaN otherwise), and a
+// search parameter by parameter only when it finds something.
+std::string first_non_finite_gradient(const nn::Module& model) {
+  NoGradGuard no_grad;
+  const NamedTensors params = model.named_parameters();
+  Tensor probe;
+  for (const auto& [name, p] : params) {
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    Tensor s = sum(mul(g, 0.0)).to(kF64);
+    probe = probe.defined() ? add(probe, s) : s;
+  }
+  if (!probe.defined() || std::isfinite(probe.item<double>())) return {};
+  for (const auto& [name, p] : params) {
+    const Tensor g = p.grad();
+    if (g.defined() && !std::isfinite(sum(mul(g, 0.0)).to(kF64).item<double>())) return name;
+  }
+  return "?";  // unreachable: the sum saw a non-finite gradient
 }
 
 // A dev evaluation of the current model; a new best is saved as best.safetensors.
@@ -219,19 +333,38 @@ void run_loop(Run& run, int64_t end_step, MetricsLog& metrics, ProgressLine& pro
   // checkpoint writes are paused out of it.
   const bool profile = profile_requested || profiler::enable_from_environment();
   if (profile) profiler::enable();
+  window.restore(run.window_loss_sum, run.window_steps, run.window_tally, loop_started);
+  summary.final_train_loss = run.last_logged_loss;
   for (; run.step < end_step;) {
     optim::apply_schedule(*run.schedule, *run.optimizer, run.step);  // lr and beta1 for this update
     TrainStep s = run.task->train_step(*run.model, run.step);
+    const float loss = s.loss.item<float>();
     s.loss.backward();
-    {
+    // A non-finite loss or gradient would poison the parameters and the optimizer's moments for
+    // good: checked before clipping (which would spread one NaN to every gradient).
+    const std::string bad_param = first_non_finite_gradient(*run.model);
+    const bool faulty = !std::isfinite(loss) || !bad_param.empty();
+    if (faulty) {
+      std::ostringstream what;
+      what << "step " << run.step + 1 << ": non-finite " << (std::isfinite(loss) ? "gradient" : "loss") << " (loss "
+           << loss << "; first parameter with a non-finite gradient: "
+           << (bad_param.empty() ? std::string("none") : "'" + bad_param + "'") << ")";
+      LSF_CHECK(loop.non_finite == NonFiniteAction::Skip)
+          << what.str() << "; training stopped (train.non_finite = \"stop\"). The last checkpoint is '" << run.paths.last
+          << "' if one was written; --set train.non_finite=skip skips such steps instead";
+      progress.message("warning: " + what.str() + ": the update is skipped (train.non_finite = \"skip\")");
+    } else {
       profiler::PhaseScope phase("optimizer");
       if (run.config.optimizer.grad_clip > 0) optim::clip_grad_norm_(run.model->named_parameters(), run.config.optimizer.grad_clip);
       run.optimizer->step();
+    }
+    {
+      profiler::PhaseScope phase("optimizer");
       run.optimizer->zero_grad();
     }
     const int64_t done = ++run.step;
 
-    window.add(s.loss.item<float>(), s);
+    if (!faulty) window.add(loss, s);  // a skipped step's NaN would poison the window's mean
     const bool log_now = done % loop.log_every == 0 || done == loop.steps;
     const std::vector<Metric> shown = run.task->window_metrics(window.tally(), window.steps());
     const double eta = seconds_since(loop_started) / double(done - first_step) * double(loop.steps - done);
@@ -241,12 +374,15 @@ void run_loop(Run& run, int64_t end_step, MetricsLog& metrics, ProgressLine& pro
     if (log_now) {
       summary.final_train_loss = window.mean_loss();
       metrics.write_train(done, window.mean_loss(), shown, run.optimizer->lr(), run.task->throughput_unit(), window.rate(),
-                          seconds_since(started));
+                          run.prior_wall_seconds + seconds_since(started));
       window.restart(Clock::now());
     }
     profiler::PauseScope not_a_step;
     if ((loop.eval_every > 0 && done % loop.eval_every == 0) || done == loop.steps) evaluate_dev(run, metrics, progress);
-    if ((loop.checkpoint_every > 0 && done % loop.checkpoint_every == 0) || done == end_step) save_last(run);
+    const bool stop = g_stop_signal != 0;  // SIGINT / SIGTERM: this step is done; save and stop
+    if ((loop.checkpoint_every > 0 && done % loop.checkpoint_every == 0) || done == end_step || stop)
+      save_last(run, window, summary.final_train_loss, started);
+    if (stop) break;
   }
   progress.finish();
   if (profile) {
@@ -373,14 +509,27 @@ TrainSummary train(const RunConfig& config, const TrainOptions& options) {
   summary.best_checkpoint = run.paths.best;
   summary.last_checkpoint = run.paths.last;
   MetricsLog metrics(run.paths.metrics, options.resume, run.step);
+  for (const std::string& warning : metrics.warnings()) progress.message("warning: " + warning);
 
   const int64_t end_step = options.stop_after > 0 ? std::min(options.stop_after, config.train.steps) : config.train.steps;
-  run_loop(run, end_step, metrics, progress, started, summary, options.profile, log);
+  {
+    const StopSignals signals(options.handle_signals);
+    run_loop(run, end_step, metrics, progress, started, summary, options.profile, log);
+  }
   summary.steps = run.step;
   summary.best_step = run.best.step;
   summary.best_periodic_score = run.best.score;
+  summary.stop_signal = int(g_stop_signal);
+  if (summary.stop_signal != 0) {  // SIGINT / SIGTERM: the loop saved last.safetensors after its step
+    summary.wall_seconds = run.prior_wall_seconds + seconds_since(started);
+    progress.message(std::string("interrupted by ") + (summary.stop_signal == SIGINT ? "SIGINT" : "SIGTERM") +
+                     " after step " + std::to_string(run.step) + "/" + std::to_string(config.train.steps) + "; saved " +
+                     run.paths.last + "\nresume with: " + options.program + " train --resume --out " +
+                     shell_quote(run.paths.dir));
+    return summary;
+  }
   if (run.step < config.train.steps) {  // stopped early (stop_after): last.safetensors holds the state
-    summary.wall_seconds = seconds_since(started);
+    summary.wall_seconds = run.prior_wall_seconds + seconds_since(started);
     return summary;
   }
   summary.finished = true;
@@ -397,7 +546,7 @@ TrainSummary train(const RunConfig& config, const TrainOptions& options) {
   metrics.write_eval(summary.dev, /*final=*/true);
   metrics.write_eval(summary.test, /*final=*/true);
   summary.eval_command = options.program + " eval --checkpoint " + shell_quote(run.paths.best) + " --split test";
-  summary.wall_seconds = seconds_since(started);
+  summary.wall_seconds = run.prior_wall_seconds + seconds_since(started);
   report(run, summary, out);
   return summary;
 }

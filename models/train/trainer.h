@@ -45,16 +45,22 @@ struct TrainOptions {
                                      // and skipping the final evaluation (as an interrupted run; tests)
   bool profile = false;              // print the built-in profiler's table of the training steps at the
                                      // end (engine/profiler.h; also on with LSF_PROFILE=1)
+  bool handle_signals = false;       // SIGINT / SIGTERM during the loop finish the current step, save
+                                     // last.safetensors, print how to resume and return with stop_signal
+                                     // set (lsf train); during loading and the final evaluation they act
+                                     // as usual (nothing to save: last.safetensors is already written)
 };
 
 struct TrainSummary {
   int64_t steps = 0;                 // training steps completed
-  bool finished = false;             // false when stopped early by stop_after
+  bool finished = false;             // false when stopped early by stop_after or a signal
+  int stop_signal = 0;               // SIGINT or SIGTERM when a signal stopped the run (handle_signals)
   int64_t best_step = 0;             // step of best.safetensors
   double best_periodic_score = 0;    // its selection metric in the periodic dev evaluation
   EvalResult dev, test;              // best checkpoint on the whole dev and test splits
-  double final_train_loss = 0.0;     // mean loss over the last log window
-  double wall_seconds = 0.0;         // this invocation, final evaluation included
+  double final_train_loss = 0.0;     // mean loss over the last log window (kept across a resume)
+  double wall_seconds = 0.0;         // the run's wall time: this invocation, final evaluation included,
+                                     // plus the earlier invocations' up to the checkpoint resumed from
   std::string run_dir, config_path, metrics_path, summary_path, best_checkpoint, last_checkpoint;
   std::string eval_command;          // re-checks the test result
 };
