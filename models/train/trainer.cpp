@@ -137,6 +137,7 @@ struct Run {
   std::unique_ptr<optim::Schedule> schedule;
   int64_t step = 0;  // steps done
   Best best;
+  std::unique_ptr<EventWriter> tb;  // RUN_DIR/tb
 };
 
 Run start_run(const RunConfig& config, const TrainOptions& options, ProgressLine& progress) {
@@ -171,6 +172,13 @@ Run start_run(const RunConfig& config, const TrainOptions& options, ProgressLine
     progress.message("resuming '" + run.paths.dir + "' at step " + std::to_string(run.step) + "/" +
                      std::to_string(config.train.steps));
   }
+  run.tb = std::make_unique<EventWriter>(run.paths.tensorboard);
+  // The resolved config as a Markdown code block (indented: plain Markdown, no extension needed).
+  std::string config_text;
+  std::istringstream lines(to_json(config));
+  for (std::string line; std::getline(lines, line);) config_text += "    " + line + "\n";
+  run.tb->add_text("config", config_text, run.step);
+  run.tb->flush();
   std::ostringstream os;
   os << "training " << run.task->describe_data() << ", " << run.model->parameter_count() << " parameters, "
      << get_num_threads() << " threads → " << run.paths.dir;
@@ -192,6 +200,7 @@ void evaluate_dev(Run& run, MetricsLog& metrics, ProgressLine& progress) {
   EvalResult r = run.task->evaluate(*run.model, "dev", run.config.train.eval_batches);
   r.step = run.step;
   metrics.write_eval(r, /*final=*/false);
+  log_eval_scalars(*run.tb, r);
   std::ostringstream os;
   os << "step " << run.step << ": dev " << run.task->describe(r) << ", loss " << std::setprecision(4) << r.loss;
   const double score = r.metric(run.best.rule.metric);
@@ -218,13 +227,20 @@ void run_loop(Run& run, int64_t end_step, MetricsLog& metrics, ProgressLine& pro
     optim::apply_schedule(*run.schedule, *run.optimizer, run.step);  // lr and beta1 for this update
     TrainStep s = run.task->train_step(*run.model, run.step);
     s.loss.backward();
-    if (run.config.optimizer.grad_clip > 0) optim::clip_grad_norm_(run.model->named_parameters(), run.config.optimizer.grad_clip);
+    const int64_t done = run.step + 1;
+    const bool log_now = done % loop.log_every == 0 || done == loop.steps;
+    double grad_norm = 0.0;  // of this step's gradients, before clipping: logged with the window
+    if (run.config.optimizer.grad_clip > 0)
+      grad_norm = optim::clip_grad_norm_(run.model->named_parameters(), run.config.optimizer.grad_clip).norm;
+    else if (log_now)
+      grad_norm = optim::grad_norm(run.model->parameters());
     run.optimizer->step();
+    if (loop.tensorboard_every > 0 && done % loop.tensorboard_every == 0)
+      log_histograms(*run.tb, *run.model, done);  // the updated parameters, this step's gradients
     run.optimizer->zero_grad();
-    const int64_t done = ++run.step;
+    run.step = done;
 
     window.add(s.loss.item<float>(), s);
-    const bool log_now = done % loop.log_every == 0 || done == loop.steps;
     const std::vector<Metric> shown = run.task->window_metrics(window.tally(), window.steps());
     const double eta = seconds_since(loop_started) / double(done - first_step) * double(loop.steps - done);
     progress.update(progress_text(done, loop.steps, window.mean_loss(), shown, run.optimizer->lr(), window.rate(),
@@ -232,8 +248,13 @@ void run_loop(Run& run, int64_t end_step, MetricsLog& metrics, ProgressLine& pro
                     log_now);
     if (log_now) {
       summary.final_train_loss = window.mean_loss();
-      metrics.write_train(done, window.mean_loss(), shown, run.optimizer->lr(), run.task->throughput_unit(), window.rate(),
+      std::vector<Metric> logged = shown;
+      logged.push_back({"grad_norm", grad_norm, Metric::Kind::Number, ""});
+      const double rate = window.rate();  // once: it reads the clock
+      metrics.write_train(done, window.mean_loss(), logged, run.optimizer->lr(), run.task->throughput_unit(), rate,
                           seconds_since(started));
+      log_train_scalars(*run.tb, done, window.mean_loss(), shown, run.optimizer->lr(), run.task->throughput_unit(), rate,
+                        grad_norm);
       window.restart(Clock::now());
     }
     if ((loop.eval_every > 0 && done % loop.eval_every == 0) || done == loop.steps) evaluate_dev(run, metrics, progress);
@@ -382,6 +403,7 @@ TrainSummary train(const RunConfig& config, const TrainOptions& options) {
   summary.test = evaluate_file(*run.task, run.config, run.paths.best, "test", "the final evaluation");
   metrics.write_eval(summary.dev, /*final=*/true);
   metrics.write_eval(summary.test, /*final=*/true);
+  log_eval_scalars(*run.tb, summary.test);  // test/<metric> at the best checkpoint's step
   summary.eval_command = options.program + " eval --checkpoint " + shell_quote(run.paths.best) + " --split test";
   summary.wall_seconds = seconds_since(started);
   report(run, summary, out);
