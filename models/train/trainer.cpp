@@ -23,6 +23,7 @@
 #include "lsformer/models/optim/adam.h"
 #include "lsformer/models/optim/clip.h"
 #include "lsformer/models/train/checkpoint.h"
+#include "lsformer/models/train/curves.h"
 #include "lsformer/models/train/progress.h"
 #include "lsformer/models/train/run_directory.h"
 
@@ -214,6 +215,12 @@ void evaluate_dev(Run& run, MetricsLog& metrics, ProgressLine& progress) {
     os << "  ★ best, saved";
   }
   progress.message(os.str());
+  // curves.svg follows the run; a failure to draw it must not end a run, so it is reported only.
+  try {
+    write_curves({run.paths.dir}, {}, run.paths.curves);
+  } catch (const Error& e) {
+    progress.message(std::string("could not redraw curves.svg: ") + e.what());
+  }
 }
 
 // The loop: one step per batch, logging, periodic evaluation and checkpoints.
