@@ -56,3 +56,11 @@ find_package(JPEG REQUIRED)
 find_package(ZLIB REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(LIBZIP REQUIRED IMPORTED_TARGET libzip)
+
+# Protocol buffers for TensorBoard's event files (models/train/tensorboard.cpp): Debian's
+# libprotobuf-dev and protoc (protobuf-compiler) compile models/train/tensorboard_event.proto.
+# Private to the library.
+find_package(Protobuf REQUIRED)
+if(NOT TARGET protobuf::protoc)
+  message(FATAL_ERROR "lsformer: protoc not found (apt-get install protobuf-compiler)")
+endif()

@@ -14,6 +14,7 @@ packages=(build-essential cmake ninja-build pkg-config
           dict-gcide               # the offline English corpus for the char-LM (data/debian_corpus.h);
                                    # pulls in the dictd server, which listens on 127.0.0.1 only
           dataset-fashion-mnist    # Fashion-MNIST in /usr/share/datasets (tests, data/idx.h)
+          libprotobuf-dev protobuf-compiler  # TensorBoard event files (models/train/tensorboard_event.proto)
           catch2 nlohmann-json3-dev)
 # python3-pil: the Pillow reference of tests/fixtures/gen_image_ops.py.
 if [[ "${1:-}" == "--bench" ]]; then packages+=(python3 python3-torch python3-pil); fi

@@ -50,5 +50,9 @@ int run_generate(const std::vector<std::string>& args);
 void generate_usage(std::ostream& os);
 int run_info(const std::vector<std::string>& args);
 void info_usage(std::ostream& os);
+int run_plot(const std::vector<std::string>& args);
+void plot_usage(std::ostream& os);
+int run_report(const std::vector<std::string>& args);
+void report_usage(std::ostream& os);
 
 }  // namespace lsf::cli

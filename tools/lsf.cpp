@@ -28,6 +28,10 @@ const std::vector<Command>& commands() {
       {"data", "write a dataset (lsf data listops --out DIR, lsf data text --from PATH --out DIR)", lsf::cli::run_data, lsf::cli::data_usage},
       {"info", "print version, build options, BLAS, threads and devices; --model CONFIG: parameters and GFLOPs",
        lsf::cli::run_info, lsf::cli::info_usage},
+      {"plot", "draw the training and dev curves of runs as SVG (lsf plot RUN [RUN ...] --out curves.svg)",
+       lsf::cli::run_plot, lsf::cli::plot_usage},
+      {"report", "write RUN/report.html: config, summary and curves in one page (lsf report RUN)",
+       lsf::cli::run_report, lsf::cli::report_usage},
   };
   return table;
 }

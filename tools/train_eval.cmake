@@ -1,6 +1,7 @@
 # `lsf train` on a tiny generated ListOps run, then `lsf eval` on its best checkpoint for both
 # splits: the accuracies must equal, digit for digit and count for count, those printed at the
-# end of training. Usage: cmake -DLSF=<lsf> -DCONFIG=<quickstart.json> -DOUT=<dir> -P train_eval.cmake
+# end of training. The run directory holds tb/'s event file and curves.svg, and `lsf plot` and
+# `lsf report` draw the run. Usage: cmake -DLSF=<lsf> -DCONFIG=<quickstart.json> -DOUT=<dir> -P train_eval.cmake
 file(REMOVE_RECURSE "${OUT}")
 execute_process(
   COMMAND "${LSF}" train --config "${CONFIG}" --out "${OUT}" --threads 1
@@ -27,4 +28,19 @@ foreach(split dev test)
     message(FATAL_ERROR "lsf eval gives ${CMAKE_MATCH_1} (${CMAKE_MATCH_2}) on ${split}, training printed ${trained}")
   endif()
 endforeach()
+file(GLOB events "${OUT}/tb/events.out.tfevents.*")
+if(NOT events OR NOT EXISTS "${OUT}/curves.svg")
+  message(FATAL_ERROR "the run directory lacks tb/events.out.tfevents.* or curves.svg")
+endif()
+execute_process(COMMAND "${LSF}" plot "${OUT}" --metric loss,accuracy --x time --out "${OUT}/plot.svg"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE plot_out ERROR_VARIABLE plot_err)
+message("${plot_out}${plot_err}")
+if(NOT rc EQUAL 0 OR NOT EXISTS "${OUT}/plot.svg")
+  message(FATAL_ERROR "lsf plot failed (${rc})")
+endif()
+execute_process(COMMAND "${LSF}" report "${OUT}" RESULT_VARIABLE rc OUTPUT_VARIABLE report_out ERROR_VARIABLE report_err)
+message("${report_out}${report_err}")
+if(NOT rc EQUAL 0 OR NOT EXISTS "${OUT}/report.html")
+  message(FATAL_ERROR "lsf report failed (${rc})")
+endif()
 file(REMOVE_RECURSE "${OUT}")

@@ -72,6 +72,7 @@ void visit_config(RunConfig& c, FieldVisitor& v) {
   v.field("train.eval_batches", t.eval_batches);
   v.field("train.log_every", t.log_every);
   v.field("train.checkpoint_every", t.checkpoint_every);
+  v.field("train.tensorboard_every", t.tensorboard_every);
   v.field("train.seed", t.seed);
   v.field("train.threads", t.threads);
   v.field("train.non_finite", t.non_finite, kNonFiniteNames);
@@ -370,6 +371,7 @@ void validate_common(const std::string& source, const RunConfig& c) {
   at_least(source, "train.eval_batches", double(t.eval_batches), 0);
   at_least(source, "train.log_every", double(t.log_every), 1);
   at_least(source, "train.checkpoint_every", double(t.checkpoint_every), 0);
+  at_least(source, "train.tensorboard_every", double(t.tensorboard_every), 0);
   at_least(source, "train.threads", double(t.threads), 0);
   LSF_CHECK(t.threads <= 4096) << source << ": 'train.threads' must be ≤ 4096, got " << t.threads;
 }

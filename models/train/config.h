@@ -126,6 +126,8 @@ struct LoopConfig {
   int64_t eval_batches = 0;       // batches per periodic dev evaluation; 0: the whole split
   int64_t log_every = 10;
   int64_t checkpoint_every = 500; // last.safetensors every N steps (0: only at the end)
+  int64_t tensorboard_every = 500; // histograms of parameters and gradients in RUN_DIR/tb every N
+                                   // steps (0: none; scalars are written at every log and evaluation)
   uint64_t seed = 1234;           // model initialisation, dropout, batch order
   int64_t threads = 0;            // CPU threads; 0: the default (OMP_NUM_THREADS or all cores)
   NonFiniteAction non_finite = NonFiniteAction::Stop;

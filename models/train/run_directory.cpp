@@ -30,7 +30,9 @@ RunPaths::RunPaths(const std::string& d)
       metrics((fs::path(d) / "metrics.jsonl").string()),
       summary((fs::path(d) / "summary.json").string()),
       best((fs::path(d) / "best.safetensors").string()),
-      last((fs::path(d) / "last.safetensors").string()) {}
+      last((fs::path(d) / "last.safetensors").string()),
+      tensorboard((fs::path(d) / "tb").string()),
+      curves((fs::path(d) / "curves.svg").string()) {}
 
 std::string config_differences(const RunConfig& a, const RunConfig& b) {
   json fa = json::parse(to_json(a)).flatten(), fb = json::parse(to_json(b)).flatten();
@@ -110,6 +112,37 @@ void MetricsLog::write_eval(const EvalResult& r, bool final) {
   for (const Metric& m : r.metrics) j[m.name] = metric_json(m);
   if (final) j["final"] = true;
   write_line(j.dump());
+}
+
+void log_train_scalars(EventWriter& tb, int64_t step, double loss, const std::vector<Metric>& metrics, double lr,
+                       const std::string& unit, double rate, double grad_norm) {
+  tb.add_scalar("train/loss", loss, step);
+  for (const Metric& m : metrics)
+    if (m.kind != Metric::Kind::Count) tb.add_scalar("train/" + m.name, m.value, step);
+  tb.add_scalar("train/lr", lr, step);
+  tb.add_scalar("train/grad_norm", grad_norm, step);
+  tb.add_scalar("train/" + unit + "_per_s", rate, step);
+  tb.flush();
+}
+
+void log_eval_scalars(EventWriter& tb, const EvalResult& r) {
+  tb.add_scalar(r.split + "/loss", r.loss, r.step);
+  for (const Metric& m : r.metrics)
+    if (m.kind != Metric::Kind::Count) tb.add_scalar(r.split + "/" + m.name, m.value, r.step);
+  tb.flush();
+}
+
+void log_histograms(EventWriter& tb, const nn::Module& model, int64_t step) {
+  for (const auto& [name, p] : model.named_parameters()) {
+    const std::vector<float> values = p.to_vector<float>();
+    tb.add_histogram("parameters/" + name, values, step);
+    const Tensor g = p.grad();
+    if (g.defined()) {
+      const std::vector<float> grads = g.to_vector<float>();
+      tb.add_histogram("gradients/" + name, grads, step);
+    }
+  }
+  tb.flush();
 }
 
 }  // namespace lsf::train

@@ -6,6 +6,11 @@
 //   last.safetensors   the latest state (model, optimizer, step, RNG, task state, config)
 //   best.safetensors   the model with the best periodic dev result so far
 //   summary.json       the final numbers and paths
+//   tb/                TensorBoard event files (tensorboard.h): the scalars of metrics.jsonl and the
+//                      gradient norm, the resolved config as text, histograms of parameters and
+//                      gradients every train.tensorboard_every steps. A resumed run adds a new
+//                      file; the steps redone after the resumed checkpoint then appear twice.
+//   curves.svg         the training and dev curves (curves.h), redrawn at every evaluation
 // Files are replaced atomically (engine's write_file_atomically, save_checkpoint).
 #pragma once
 
@@ -13,14 +18,16 @@
 #include <fstream>
 #include <string>
 
+#include "lsformer/models/nn/module.h"
 #include "lsformer/models/train/config.h"
+#include "lsformer/models/train/tensorboard.h"
 #include "lsformer/models/train/task.h"
 
 namespace lsf::train {
 
 struct RunPaths {
   explicit RunPaths(const std::string& dir);
-  std::string dir, config, metrics, summary, best, last;
+  std::string dir, config, metrics, summary, best, last, tensorboard, curves;
 };
 
 // Prepares `dir` for a run: a new run refuses a directory that holds a run (last.safetensors;
@@ -55,5 +62,14 @@ class MetricsLog {
   std::ofstream out_;
   std::vector<std::string> warnings_;
 };
+
+// TensorBoard records of a run: a log window (tags train/loss, train/<metric>, train/lr,
+// train/grad_norm, train/<unit>_per_s; counts are left out), an evaluation (<split>/loss,
+// <split>/<metric>), and histograms of every parameter (parameters/<name>) and of every gradient
+// the last backward left (gradients/<name>).
+void log_train_scalars(EventWriter& tb, int64_t step, double loss, const std::vector<Metric>& metrics, double lr,
+                       const std::string& unit, double rate, double grad_norm);
+void log_eval_scalars(EventWriter& tb, const EvalResult& result);
+void log_histograms(EventWriter& tb, const nn::Module& model, int64_t step);
 
 }  // namespace lsf::train

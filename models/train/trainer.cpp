@@ -28,6 +28,7 @@
 #include "lsformer/models/optim/adam.h"
 #include "lsformer/models/optim/clip.h"
 #include "lsformer/models/train/checkpoint.h"
+#include "lsformer/models/train/curves.h"
 #include "lsformer/models/train/progress.h"
 #include "lsformer/models/train/run_directory.h"
 #include "lsformer/ops/binary.h"
@@ -205,6 +206,7 @@ struct Run {
   Tally window_tally;
   double last_logged_loss = 0;
   double prior_wall_seconds = 0;
+  std::unique_ptr<EventWriter> tb;  // RUN_DIR/tb
 };
 
 Run start_run(const RunConfig& config, const TrainOptions& options, ProgressLine& progress) {
@@ -256,6 +258,13 @@ Run start_run(const RunConfig& config, const TrainOptions& options, ProgressLine
     progress.message("resuming '" + run.paths.dir + "' at step " + std::to_string(run.step) + "/" +
                      std::to_string(config.train.steps));
   }
+  run.tb = std::make_unique<EventWriter>(run.paths.tensorboard);
+  // The resolved config as a Markdown code block (indented: plain Markdown, no extension needed).
+  std::string config_text;
+  std::istringstream lines(to_json(config));
+  for (std::string line; std::getline(lines, line);) config_text += "    " + line + "\n";
+  run.tb->add_text("config", config_text, run.step);
+  run.tb->flush();
   std::ostringstream os;
   os << "training " << run.task->describe_data() << ", " << run.model->parameter_count() << " parameters, "
      << get_num_threads() << " threads → " << run.paths.dir;
@@ -307,6 +316,7 @@ void evaluate_dev(Run& run, MetricsLog& metrics, ProgressLine& progress) {
   EvalResult r = run.task->evaluate(*run.model, "dev", run.config.train.eval_batches);
   r.step = run.step;
   metrics.write_eval(r, /*final=*/false);
+  log_eval_scalars(*run.tb, r);
   std::ostringstream os;
   os << "step " << run.step << ": dev " << run.task->describe(r) << ", loss " << std::setprecision(4) << r.loss;
   const double score = r.metric(run.best.rule.metric);
@@ -320,6 +330,12 @@ void evaluate_dev(Run& run, MetricsLog& metrics, ProgressLine& progress) {
     os << "  ★ best, saved";
   }
   progress.message(os.str());
+  // curves.svg follows the run; a failure to draw it must not end a run, so it is reported only.
+  try {
+    write_curves({run.paths.dir}, {}, run.paths.curves);
+  } catch (const Error& e) {
+    progress.message(std::string("could not redraw curves.svg: ") + e.what());
+  }
 }
 
 // The loop: one step per batch, logging, periodic evaluation and checkpoints.
@@ -344,9 +360,12 @@ void run_loop(Run& run, int64_t end_step, MetricsLog& metrics, ProgressLine& pro
     // good: checked before clipping (which would spread one NaN to every gradient).
     const std::string bad_param = first_non_finite_gradient(*run.model);
     const bool faulty = !std::isfinite(loss) || !bad_param.empty();
+    const int64_t done = run.step + 1;
+    const bool log_now = done % loop.log_every == 0 || done == loop.steps;
+    double grad_norm = 0.0;  // of this step's gradients, before clipping: logged with the window
     if (faulty) {
       std::ostringstream what;
-      what << "step " << run.step + 1 << ": non-finite " << (std::isfinite(loss) ? "gradient" : "loss") << " (loss "
+      what << "step " << done << ": non-finite " << (std::isfinite(loss) ? "gradient" : "loss") << " (loss "
            << loss << "; first parameter with a non-finite gradient: "
            << (bad_param.empty() ? std::string("none") : "'" + bad_param + "'") << ")";
       LSF_CHECK(loop.non_finite == NonFiniteAction::Skip)
@@ -355,17 +374,23 @@ void run_loop(Run& run, int64_t end_step, MetricsLog& metrics, ProgressLine& pro
       progress.message("warning: " + what.str() + ": the update is skipped (train.non_finite = \"skip\")");
     } else {
       profiler::PhaseScope phase("optimizer");
-      if (run.config.optimizer.grad_clip > 0) optim::clip_grad_norm_(run.model->named_parameters(), run.config.optimizer.grad_clip);
+      if (run.config.optimizer.grad_clip > 0)
+        grad_norm = optim::clip_grad_norm_(run.model->named_parameters(), run.config.optimizer.grad_clip).norm;
+      else if (log_now)
+        grad_norm = optim::grad_norm(run.model->parameters());
       run.optimizer->step();
+    }
+    if (!faulty && loop.tensorboard_every > 0 && done % loop.tensorboard_every == 0) {
+      profiler::PauseScope not_a_step;
+      log_histograms(*run.tb, *run.model, done);  // the updated parameters, this step's gradients
     }
     {
       profiler::PhaseScope phase("optimizer");
       run.optimizer->zero_grad();
     }
-    const int64_t done = ++run.step;
+    run.step = done;
 
     if (!faulty) window.add(loss, s);  // a skipped step's NaN would poison the window's mean
-    const bool log_now = done % loop.log_every == 0 || done == loop.steps;
     const std::vector<Metric> shown = run.task->window_metrics(window.tally(), window.steps());
     const double eta = seconds_since(loop_started) / double(done - first_step) * double(loop.steps - done);
     progress.update(progress_text(done, loop.steps, window.mean_loss(), shown, run.optimizer->lr(), window.rate(),
@@ -373,8 +398,13 @@ void run_loop(Run& run, int64_t end_step, MetricsLog& metrics, ProgressLine& pro
                     log_now);
     if (log_now) {
       summary.final_train_loss = window.mean_loss();
-      metrics.write_train(done, window.mean_loss(), shown, run.optimizer->lr(), run.task->throughput_unit(), window.rate(),
+      std::vector<Metric> logged = shown;
+      logged.push_back({"grad_norm", grad_norm, Metric::Kind::Number, ""});
+      const double rate = window.rate();  // once: it reads the clock
+      metrics.write_train(done, window.mean_loss(), logged, run.optimizer->lr(), run.task->throughput_unit(), rate,
                           run.prior_wall_seconds + seconds_since(started));
+      log_train_scalars(*run.tb, done, window.mean_loss(), shown, run.optimizer->lr(), run.task->throughput_unit(), rate,
+                        grad_norm);
       window.restart(Clock::now());
     }
     profiler::PauseScope not_a_step;
@@ -545,6 +575,7 @@ TrainSummary train(const RunConfig& config, const TrainOptions& options) {
   summary.test = evaluate_file(*run.task, run.config, run.paths.best, "test", "the final evaluation");
   metrics.write_eval(summary.dev, /*final=*/true);
   metrics.write_eval(summary.test, /*final=*/true);
+  log_eval_scalars(*run.tb, summary.test);  // test/<metric> at the best checkpoint's step
   summary.eval_command = options.program + " eval --checkpoint " + shell_quote(run.paths.best) + " --split test";
   summary.wall_seconds = run.prior_wall_seconds + seconds_since(started);
   report(run, summary, out);

@@ -1,0 +1,30 @@
+// `lsf report RUN`: one self-contained HTML page about a run (RUN_DIR/report.html) — the
+// config's description, the summary (summary.json's dev and test numbers, steps, time, the
+// re-check command), the curves drawn inline as SVG (curves.h), for a char-LM run text sampled
+// from its best checkpoint, and the resolved config. Nothing is referenced outside the file (no
+// scripts, style sheets or images to fetch): it can be mailed or archived as it is.
+//
+// A classifier's confusion matrix is not part of it: the Task interface (task.h) evaluates a
+// split to aggregate metrics and exposes no per-example predictions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace lsf::train {
+
+struct ReportOptions {
+  int64_t sample_tokens = 300;     // char-LM runs: characters sampled from best.safetensors; 0: none
+  std::string sample_prompt = "the ";
+  double sample_temperature = 0.8;
+  uint64_t sample_seed = 1;
+};
+
+// The page. Errors name the path: a run directory that does not exist or holds no config.json
+// or metrics.jsonl. A run that has not finished (no summary.json) gets a page saying so.
+std::string run_report_html(const std::string& run_dir, const ReportOptions& options = {});
+
+// Writes run_dir/report.html (atomically) and returns its path.
+std::string write_run_report(const std::string& run_dir, const ReportOptions& options = {});
+
+}  // namespace lsf::train
