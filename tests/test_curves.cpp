@@ -283,6 +283,21 @@ TEST_CASE("a training run keeps curves.svg current, and lsf report writes a self
   CHECK_THAT(html, Contains("<h2>Summary</h2>") && Contains("<td>accuracy</td>") && Contains("<h2>Config</h2>") &&
                        Contains("&quot;tensorboard_every&quot;: 0"));
 
+  // The confusion matrix of best.safetensors on dev: 10 ListOps classes, every dev example once,
+  // its diagonal the correct count that the final dev evaluation of the same checkpoint printed.
+  const auto summary = nlohmann::json::parse(read_text(dir / "summary.json"));
+  int64_t total = 0, diagonal = 0, cells = 0;
+  for (const Element& e : elements) {
+    if (e.tag != "td" || !e.attributes.count("data-count")) continue;
+    ++cells;
+    const int64_t n = std::stoll(e.attributes.at("data-count"));
+    total += n;
+    if (e.attributes.at("data-truth") == e.attributes.at("data-predicted")) diagonal += n;
+  }
+  CHECK(cells == 100);
+  CHECK(total == summary.at("dev").at("examples").get<int64_t>());
+  CHECK(diagonal == summary.at("dev").at("correct").get<int64_t>());
+
   CHECK_THROWS_WITH(train::write_run_report((dir / "nope").string()), Contains("does not exist"));
   fs::remove(dir / "config.json");
   CHECK_THROWS_WITH(train::write_run_report(dir.string()), Contains("has no config.json"));
