@@ -64,3 +64,7 @@ find_package(Protobuf REQUIRED)
 if(NOT TARGET protobuf::protoc)
   message(FATAL_ERROR "lsformer: protoc not found (apt-get install protobuf-compiler)")
 endif()
+
+# Cairo draws `lsf plot --out curves.png` (models/train/svg_png.cpp): Debian's libcairo2-dev,
+# found through pkg-config, private to the library.
+pkg_check_modules(CAIRO REQUIRED IMPORTED_TARGET cairo)

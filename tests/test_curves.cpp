@@ -17,6 +17,7 @@
 #include "lsformer/models/train/curves.h"
 #include "lsformer/models/train/run_report.h"
 #include "lsformer/models/train/svg.h"
+#include "lsformer/models/train/svg_png.h"
 #include "lsformer/models/train/trainer.h"
 
 namespace fs = std::filesystem;
@@ -218,11 +219,31 @@ TEST_CASE("bad plot inputs give named errors", "[plot]") {
   CHECK_THROWS_WITH(train::curves_svg(runs, {.metrics = {"loss", "perplexity"}}),
                     Contains("unknown metric 'perplexity'") && Contains("the runs have: accuracy, correct, elapsed_s"));
   CHECK_THROWS_WITH(train::curves_svg({}), Contains("no runs given"));
-  CHECK_THROWS_WITH(train::write_curves({(dir / "ok").string()}, {}, (dir / "c.png").string()),
-                    Contains("only .svg is supported"));
-  CHECK(!fs::exists(dir / "c.png"));
+  CHECK_THROWS_WITH(train::write_curves({(dir / "ok").string()}, {}, (dir / "c.pdf").string()),
+                    Contains("written as .svg or .png, got '.pdf'"));
+  CHECK(!fs::exists(dir / "c.pdf"));
   train::write_curves({(dir / "ok").string()}, {}, (dir / "c.svg").string());
   CHECK(parse_markup(read_text(dir / "c.svg")).size() > 20);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("lsf plot draws PNG through Cairo at twice the SVG's size", "[plot]") {
+  const fs::path dir = fresh_dir("png");
+  write_metrics(dir / "run", 8, 40);
+  const train::Svg chart = train::curves_chart({train::read_run_metrics((dir / "run").string())});
+  train::write_curves({(dir / "run").string()}, {}, (dir / "c.png").string());
+  const std::string png = read_text(dir / "c.png");
+  REQUIRE(png.size() > 33);
+  CHECK(png.substr(0, 8) == std::string("\x89PNG\r\n\x1a\n", 8));  // the PNG signature
+  CHECK(png.substr(12, 4) == "IHDR");
+  auto be32 = [&](size_t at) { return (uint32_t(uint8_t(png[at])) << 24) | (uint32_t(uint8_t(png[at + 1])) << 16) |
+                                      (uint32_t(uint8_t(png[at + 2])) << 8) | uint32_t(uint8_t(png[at + 3])); };
+  CHECK(be32(16) == uint32_t(std::ceil(chart.width() * 2)));
+  CHECK(be32(20) == uint32_t(std::ceil(chart.height() * 2)));
+  // A drawing the renderer cannot reproduce is an error, not a silently different picture.
+  train::Svg odd(10, 10);
+  odd.rect(0, 0, 10, 10, {{"fill", "rebeccapurple"}});
+  CHECK_THROWS_WITH(train::write_svg_as_png(odd, (dir / "odd.png").string()), Contains("unsupported colour 'rebeccapurple'"));
   fs::remove_all(dir);
 }
 
@@ -261,6 +282,21 @@ TEST_CASE("a training run keeps curves.svg current, and lsf report writes a self
   CHECK(tags["polyline"] >= 4);
   CHECK_THAT(html, Contains("<h2>Summary</h2>") && Contains("<td>accuracy</td>") && Contains("<h2>Config</h2>") &&
                        Contains("&quot;tensorboard_every&quot;: 0"));
+
+  // The confusion matrix of best.safetensors on dev: 10 ListOps classes, every dev example once,
+  // its diagonal the correct count that the final dev evaluation of the same checkpoint printed.
+  const auto summary = nlohmann::json::parse(read_text(dir / "summary.json"));
+  int64_t total = 0, diagonal = 0, cells = 0;
+  for (const Element& e : elements) {
+    if (e.tag != "td" || !e.attributes.count("data-count")) continue;
+    ++cells;
+    const int64_t n = std::stoll(e.attributes.at("data-count"));
+    total += n;
+    if (e.attributes.at("data-truth") == e.attributes.at("data-predicted")) diagonal += n;
+  }
+  CHECK(cells == 100);
+  CHECK(total == summary.at("dev").at("examples").get<int64_t>());
+  CHECK(diagonal == summary.at("dev").at("correct").get<int64_t>());
 
   CHECK_THROWS_WITH(train::write_run_report((dir / "nope").string()), Contains("does not exist"));
   fs::remove(dir / "config.json");

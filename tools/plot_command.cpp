@@ -1,7 +1,7 @@
-// lsf plot: the training and dev curves of one or several runs on shared axes, as SVG
+// lsf plot: the training and dev curves of one or several runs on shared axes, as SVG or PNG
 // (models/train/curves.h).
 //
-//   lsf plot RUN [RUN ...] [--metric loss,accuracy] [--x step|time] --out curves.svg
+//   lsf plot RUN [RUN ...] [--metric loss,accuracy] [--x step|time] --out curves.svg|curves.png
 #include <iostream>
 #include <sstream>
 
@@ -17,7 +17,7 @@ const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = {
       {"--metric", "NAMES", "comma-separated metrics, one panel each (default: loss and the dev metric: accuracy, bpc or top1)"},
       {"--x", "AXIS", "step (default) or time (elapsed seconds)"},
-      {"--out", "PATH", "the chart to write (.svg)"},
+      {"--out", "PATH", "the chart to write: .svg, or .png (drawn through Cairo)"},
   };
   return table;
 }
@@ -25,7 +25,7 @@ const std::vector<Flag>& flags() {
 }  // namespace
 
 void plot_usage(std::ostream& os) {
-  os << "usage: lsf plot RUN [RUN ...] [--metric loss,accuracy] [--x step|time] --out curves.svg\n\n"
+  os << "usage: lsf plot RUN [RUN ...] [--metric loss,accuracy] [--x step|time] --out curves.svg|curves.png\n\n"
      << "RUN is a run directory of lsf train (or its metrics.jsonl).\n\n";
   print_flags(os, flags());
 }

@@ -88,6 +88,7 @@
 #include "lsformer/models/train/run_directory.h"
 #include "lsformer/models/train/run_report.h"
 #include "lsformer/models/train/svg.h"
+#include "lsformer/models/train/svg_png.h"
 #include "lsformer/models/train/task.h"
 #include "lsformer/models/train/tensorboard.h"
 #include "lsformer/models/train/trainer.h"

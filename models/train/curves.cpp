@@ -14,6 +14,7 @@
 #include "lsformer/engine/error.h"
 #include "lsformer/engine/safetensors.h"
 #include "lsformer/models/train/svg.h"
+#include "lsformer/models/train/svg_png.h"
 
 namespace lsf::train {
 namespace {
@@ -262,7 +263,7 @@ std::vector<std::string> default_curve_metrics(const std::vector<RunMetrics>& ru
   return metrics;
 }
 
-std::string curves_svg(const std::vector<RunMetrics>& runs, const CurvesOptions& options) {
+Svg curves_chart(const std::vector<RunMetrics>& runs, const CurvesOptions& options) {
   LSF_CHECK(!runs.empty()) << "plot: no runs given";
   LSF_CHECK(options.width >= 200 && options.panel_height >= 120)
       << "plot: the chart needs width ≥ 200 and panel height ≥ 120, got " << options.width << " and " << options.panel_height;
@@ -290,17 +291,22 @@ std::string curves_svg(const std::vector<RunMetrics>& runs, const CurvesOptions&
   draw_legend(svg, runs, options.width);
   for (size_t i = 0; i < metrics.size(); ++i)
     draw_panel(svg, runs, metrics[i], options, legend_height + double(i) * options.panel_height);
-  return svg.str();
+  return svg;
+}
+
+std::string curves_svg(const std::vector<RunMetrics>& runs, const CurvesOptions& options) {
+  return curves_chart(runs, options).str();
 }
 
 void write_curves(const std::vector<std::string>& runs, const CurvesOptions& options, const std::string& out) {
   const std::string extension = fs::path(out).extension().string();
-  LSF_CHECK(extension == ".svg") << "plot: cannot write '" << out << "': only .svg is supported (PNG needs a renderer this "
-                                 << "build does not have; convert the SVG, e.g. rsvg-convert curves.svg -o curves.png)";
+  LSF_CHECK(extension == ".svg" || extension == ".png")
+      << "plot: cannot write '" << out << "': the chart is written as .svg or .png, got '" << extension << "'";
   LSF_CHECK(!runs.empty()) << "plot: no runs given";
   std::vector<RunMetrics> metrics;
   for (const std::string& run : runs) metrics.push_back(read_run_metrics(run));
-  write_file_atomically(out, curves_svg(metrics, options));
+  if (extension == ".png") write_svg_as_png(curves_chart(metrics, options), out);
+  else write_file_atomically(out, curves_svg(metrics, options));
 }
 
 }  // namespace lsf::train

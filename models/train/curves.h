@@ -1,4 +1,4 @@
-// Training curves of one or several runs as an SVG chart (`lsf plot`, and RUN_DIR/curves.svg,
+// Training curves of one or several runs as an SVG (or PNG) chart (`lsf plot`, and RUN_DIR/curves.svg,
 // which `lsf train` redraws at every evaluation): one panel per metric, stacked, sharing the x
 // axis (the training step, or the run's elapsed seconds); in each panel every run has its colour,
 // its training curve (the log windows of metrics.jsonl) solid and its dev curve (the periodic
@@ -19,6 +19,8 @@
 #include <map>
 #include <string>
 #include <vector>
+
+#include "lsformer/models/train/svg.h"
 
 namespace lsf::train {
 
@@ -53,12 +55,13 @@ struct CurvesOptions {
 // top1 that some run's dev evaluations have.
 std::vector<std::string> default_curve_metrics(const std::vector<RunMetrics>& runs);
 
-// The chart as an SVG document. Errors: no runs; a metric none of the runs has (naming the ones
-// they do have).
+// The chart. Errors: no runs; a metric none of the runs has (naming the ones they do have).
+Svg curves_chart(const std::vector<RunMetrics>& runs, const CurvesOptions& options = {});
+// The chart as an SVG document.
 std::string curves_svg(const std::vector<RunMetrics>& runs, const CurvesOptions& options = {});
 
-// Reads the runs and writes the chart to `out`: ".svg" only (anything else is an error saying
-// so), replaced atomically.
+// Reads the runs and writes the chart to `out`: ".svg", or ".png" drawn through Cairo at twice
+// the SVG's size (svg_png.h); any other extension is an error naming the two. Replaced atomically.
 void write_curves(const std::vector<std::string>& runs, const CurvesOptions& options, const std::string& out);
 
 bool lower_is_better(const std::string& metric);

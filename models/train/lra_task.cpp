@@ -285,6 +285,27 @@ class LraTask final : public Task {
 
   Selection selection() const override { return {"accuracy", /*higher_is_better=*/true}; }
 
+  bool has_confusion_matrix() const override { return true; }
+  ConfusionMatrix confusion_matrix(nn::Module& module, const std::string& split) override {
+    LSF_CHECK(data_.count(split)) << "internal: split '" << split << "' was not loaded";
+    lra::LraClassifier& model = classifier(module);
+    const bool was_training = model.is_training();
+    model.eval();
+    NoGradGuard no_grad;
+    data::BatchLoader loader(data_.at(split), batch_options(config_, /*training=*/false));
+    ConfusionMatrix m;
+    for (int64_t i = 0; i < loader.batches_per_epoch(); ++i) {
+      data::Batch b = loader.batch(i);
+      Tensor logits = forward(model, b);  // [B, C]
+      if (m.classes == 0) m.classes = logits.size(1), m.counts.assign(size_t(m.classes * m.classes), 0);
+      const std::vector<int64_t> predicted = argmax(logits, 1).to_vector<int64_t>();
+      const std::vector<int64_t> truth = b.labels.to_vector<int64_t>();
+      for (size_t k = 0; k < truth.size(); ++k) ++m.counts[size_t(truth[k] * m.classes + predicted[k])];
+    }
+    model.train(was_training);
+    return m;
+  }
+
   // Without data: every LRA task has a fixed class count and pairing. The cost is one forward
   // pass of one example of the config's length (data.seq_len, else model.max_seq_len; both
   // documents for Retrieval), every token real.

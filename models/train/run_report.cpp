@@ -15,6 +15,7 @@
 #include "lsformer/models/train/lm_generate.h"
 #include "lsformer/models/train/progress.h"
 #include "lsformer/models/train/svg.h"
+#include "lsformer/models/train/trainer.h"
 
 namespace lsf::train {
 namespace {
@@ -61,11 +62,33 @@ std::string summary_section(const json& s) {
   return html + "</table>\n";
 }
 
+// The matrix as a table, each cell shaded by its share of its row (the true class).
+std::string confusion_section(const ConfusionMatrix& m) {
+  std::string html = "<h2>Confusion matrix (dev, best checkpoint)</h2>\n<p class=\"note\">Rows: the true class; columns: "
+                     "the predicted class; shading: the share of the row.</p>\n<table class=\"confusion\">\n<tr><th>true \\ predicted</th>";
+  for (int64_t p = 0; p < m.classes; ++p) html += "<th>" + std::to_string(p) + "</th>";
+  html += "</tr>\n";
+  for (int64_t t = 0; t < m.classes; ++t) {
+    int64_t row = 0;
+    for (int64_t p = 0; p < m.classes; ++p) row += m.at(t, p);
+    html += "<tr><th>" + std::to_string(t) + "</th>";
+    for (int64_t p = 0; p < m.classes; ++p) {
+      const double share = row > 0 ? double(m.at(t, p)) / double(row) : 0.0;
+      char style[96];
+      std::snprintf(style, sizeof(style), "background:rgba(%s,%.2f)", t == p ? "44,160,44" : "214,39,40", share);
+      html += "<td style=\"" + std::string(style) + "\" data-truth=\"" + std::to_string(t) + "\" data-predicted=\"" +
+              std::to_string(p) + "\" data-count=\"" + std::to_string(m.at(t, p)) + "\">" + std::to_string(m.at(t, p)) + "</td>";
+    }
+    html += "</tr>\n";
+  }
+  return html + "</table>\n";
+}
+
 constexpr const char* kStyle = R"(body{font-family:DejaVu Sans,Helvetica,Arial,sans-serif;max-width:820px;margin:24px auto;padding:0 12px;color:#222}
 h1{font-size:22px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ddd;padding:3px 10px;text-align:left;font-size:13px}
 th{background:#f5f5f5}pre{background:#f7f7f7;padding:8px;font-size:12px;overflow-x:auto;white-space:pre-wrap}
-.note{color:#666;font-size:13px}figure{margin:0})";
+.note{color:#666;font-size:13px}figure{margin:0}table.confusion td{text-align:right;min-width:28px})";
 
 }  // namespace
 
@@ -95,6 +118,15 @@ std::string run_report_html(const std::string& run_dir, const ReportOptions& opt
 
   const std::string svg = curves_svg({metrics});
   html += "<h2>Curves</h2>\n<figure>\n" + svg.substr(svg.find("<svg")) + "</figure>\n";
+
+  if (options.confusion_matrix && fs::exists(dir / "best.safetensors")) {
+    try {
+      const ConfusionMatrix m = checkpoint_confusion_matrix((dir / "best.safetensors").string(), "dev");
+      if (m.classes > 0) html += confusion_section(m);
+    } catch (const Error& e) {  // e.g. the data files moved since the run
+      html += "<h2>Confusion matrix</h2>\n<p class=\"note\">Not computed: " + xml_escape(e.what()) + "</p>\n";
+    }
+  }
 
   if (task == "lm" && options.sample_tokens > 0 && fs::exists(dir / "best.safetensors")) {
     html += "<h2>Sample</h2>\n";

@@ -1,11 +1,10 @@
 // `lsf report RUN`: one self-contained HTML page about a run (RUN_DIR/report.html) — the
 // config's description, the summary (summary.json's dev and test numbers, steps, time, the
-// re-check command), the curves drawn inline as SVG (curves.h), for a char-LM run text sampled
-// from its best checkpoint, and the resolved config. Nothing is referenced outside the file (no
-// scripts, style sheets or images to fetch): it can be mailed or archived as it is.
-//
-// A classifier's confusion matrix is not part of it: the Task interface (task.h) evaluates a
-// split to aggregate metrics and exposes no per-example predictions.
+// re-check command), the curves drawn inline as SVG (curves.h), for a classifier the confusion
+// matrix of its best checkpoint on the dev split (Task::confusion_matrix: one pass over dev; the
+// LRA tasks have one), for a char-LM run text sampled from its best checkpoint, and the resolved
+// config. Nothing is referenced outside the file (no scripts, style sheets or images to fetch):
+// it can be mailed or archived as it is.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +17,7 @@ struct ReportOptions {
   std::string sample_prompt = "the ";
   double sample_temperature = 0.8;
   uint64_t sample_seed = 1;
+  bool confusion_matrix = true;    // classifiers: evaluate best.safetensors on dev for the matrix
 };
 
 // The page. Errors name the path: a run directory that does not exist or holds no config.json

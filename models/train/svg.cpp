@@ -49,12 +49,14 @@ void Svg::rect(double x, double y, double w, double h, const Attributes& a) {
   Attributes all = {{"x", svg_number(x)}, {"y", svg_number(y)}, {"width", svg_number(w)}, {"height", svg_number(h)}};
   all.insert(all.end(), a.begin(), a.end());
   open("rect", all, true);
+  elements_.push_back({SvgElement::Kind::Rect, {x, y, w, h}, {}, a});
 }
 
 void Svg::line(double x1, double y1, double x2, double y2, const Attributes& a) {
   Attributes all = {{"x1", svg_number(x1)}, {"y1", svg_number(y1)}, {"x2", svg_number(x2)}, {"y2", svg_number(y2)}};
   all.insert(all.end(), a.begin(), a.end());
   open("line", all, true);
+  elements_.push_back({SvgElement::Kind::Line, {x1, y1, x2, y2}, {}, a});
 }
 
 void Svg::polyline(const std::vector<std::pair<double, double>>& points, const Attributes& a) {
@@ -68,12 +70,16 @@ void Svg::polyline(const std::vector<std::pair<double, double>>& points, const A
   Attributes all = {{"points", p}, {"fill", "none"}};
   all.insert(all.end(), a.begin(), a.end());
   open("polyline", all, true);
+  std::vector<double> geometry;
+  for (const auto& [x, y] : points) geometry.push_back(x), geometry.push_back(y);
+  elements_.push_back({SvgElement::Kind::Polyline, std::move(geometry), {}, a});
 }
 
 void Svg::circle(double cx, double cy, double r, const Attributes& a) {
   Attributes all = {{"cx", svg_number(cx)}, {"cy", svg_number(cy)}, {"r", svg_number(r)}};
   all.insert(all.end(), a.begin(), a.end());
   open("circle", all, true);
+  elements_.push_back({SvgElement::Kind::Circle, {cx, cy, r}, {}, a});
 }
 
 void Svg::text(double x, double y, const std::string& content, const Attributes& a) {
@@ -81,18 +87,21 @@ void Svg::text(double x, double y, const std::string& content, const Attributes&
   all.insert(all.end(), a.begin(), a.end());
   open("text", all, false);
   body_ += xml_escape(content) + "</text>\n";
+  elements_.push_back({SvgElement::Kind::Text, {x, y}, content, a});
 }
 
 void Svg::begin_group(const Attributes& a) {
   open("g", a, false);
   body_ += "\n";
   ++depth_;
+  elements_.push_back({SvgElement::Kind::GroupBegin, {}, {}, a});
 }
 
 void Svg::end_group() {
   LSF_CHECK(depth_ > 0) << "svg: end_group without begin_group";
   body_ += "</g>\n";
   --depth_;
+  elements_.push_back({SvgElement::Kind::GroupEnd, {}, {}, {}});
 }
 
 std::string Svg::element() const {

@@ -88,4 +88,6 @@ std::vector<std::string> task_names() {
 
 std::unique_ptr<Task> make_task(const RunConfig& config) { return task_family(config.task).make(config); }
 
+ConfusionMatrix Task::confusion_matrix(nn::Module&, const std::string&) { return {}; }
+
 }  // namespace lsf::train

@@ -84,6 +84,13 @@ struct Selection {
   bool higher_is_better = true;
 };
 
+// How often each true class (row) was predicted as each class (column) on a split.
+struct ConfusionMatrix {
+  int64_t classes = 0;          // C; 0: the task has no classes (a language model)
+  std::vector<int64_t> counts;  // [C, C] row-major: counts[t * C + p]
+  int64_t at(int64_t truth, int64_t predicted) const { return counts[size_t(truth * classes + predicted)]; }
+};
+
 // What `lsf info --model` reports about a config's model.
 struct ModelSummary {
   std::string description;     // the model and what it is built for ("vil_ls_medium_224, 224×224×3 images, 1000 classes")
@@ -126,6 +133,11 @@ class Task {
   // overrides it to build without data where the config fixes what the data would, and to
   // count the multiply-adds of a forward pass.
   virtual ModelSummary summarize_model();
+
+  // A classifier's confusion matrix on the whole split (the same batches as evaluate()); the
+  // default is none (classes == 0), for tasks whose outputs are not classes. `lsf report` draws it.
+  virtual bool has_confusion_matrix() const { return false; }
+  virtual ConfusionMatrix confusion_matrix(nn::Module& model, const std::string& split);
 
   // State that must survive a checkpoint besides weights, optimizer and RNG (the char-LM's
   // memory). Stored as "task.<name>" tensors in last.safetensors. Default: none.

@@ -515,6 +515,19 @@ EvalResult evaluate_checkpoint(const std::string& path, const std::string& split
   return evaluate_file(*task, config, path, split, overrides.empty() ? "lsf eval" : "lsf eval with --set");
 }
 
+ConfusionMatrix checkpoint_confusion_matrix(const std::string& path, const std::string& split, int threads) {
+  LSF_CHECK(fs::exists(path)) << "checkpoint '" << path << "' does not exist";
+  RunConfig config = checkpoint_config(path);
+  if (threads > 0) config.train.threads = threads;
+  if (config.train.threads > 0) set_num_threads(int(config.train.threads));
+  std::unique_ptr<Task> task = make_task(config);
+  if (!task->has_confusion_matrix()) return {};
+  task->load_data({split});
+  auto model = task->build_model();
+  load_weights("the confusion matrix", path, config, *model);
+  return task->confusion_matrix(*model, split);
+}
+
 std::string describe_result(const std::string& checkpoint, const EvalResult& result) {
   return make_task(checkpoint_config(checkpoint))->describe(result);
 }

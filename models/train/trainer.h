@@ -78,6 +78,10 @@ TrainSummary train(const RunConfig& config, const TrainOptions& options);
 // overrides the config's train.threads.
 EvalResult evaluate_checkpoint(const std::string& path, const std::string& split, int threads = 0,
                                const std::vector<std::string>& overrides = {});
+// The confusion matrix of checkpoint `path`'s model on `split` (its task's, rebuilt from the stored
+// config); classes == 0 when the task has none (no data is loaded then).
+ConfusionMatrix checkpoint_confusion_matrix(const std::string& path, const std::string& split, int threads = 0);
+
 // The describe() line of the checkpoint's task for a result (what `lsf eval` prints).
 std::string describe_result(const std::string& checkpoint, const EvalResult& result);
 
