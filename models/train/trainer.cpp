@@ -229,11 +229,11 @@ Run start_run(const RunConfig& config, const TrainOptions& options, ProgressLine
     CheckpointInfo info = load_checkpoint(run.paths.last, *run.model, run.optimizer.get(), /*restore_rng=*/true);
     run.step = info.step;
     run.task->restore_state(info.task_state);
-    // "best_accuracy" (−1 before any evaluation): what checkpoints of LRA runs held before the
-    // Task interface; read so that such runs still resume.
     const std::string& last = run.paths.last;
     LSF_CHECK(run.step <= config.train.steps) << "--resume: '" << last << "' is at step " << run.step
                                               << ", beyond 'train.steps' (" << config.train.steps << ")";
+    // "best_accuracy" (−1 before any evaluation): what checkpoints of LRA runs held before the
+    // Task interface; read so that such runs still resume.
     const bool legacy = !info.extra.count("best_score") && info.extra.count("best_accuracy") &&
                         extra_number(info.extra, "best_accuracy", last) >= 0.0;
     if (info.extra.count("best_score") || legacy) {

@@ -12,8 +12,12 @@
 // run_directory.h; checkpoints are written atomically. Resuming restores model, optimizer,
 // step, RNG, the task's state and the best-so-far record, and batch k is a pure function of k,
 // so a resumed run reaches the same parameters bit for bit as one that never stopped (with the
-// same thread count). A new phase of a multi-phase recipe (the char-LM's three) starts from a
-// checkpoint's weights alone: TrainOptions::init_from.
+// same thread count). last.safetensors' extra entries carry what a resume needs beyond that:
+// best_score / best_step, the open log window (window_steps, window_loss_sum, window_tally: so a
+// metrics line whose window spans the resume equals an uninterrupted run's), train_loss (the
+// last logged mean) and wall_seconds (the run's time so far). A non-finite loss or gradient stops
+// the run or skips the update (train.non_finite). A new phase of a multi-phase recipe (the
+// char-LM's three) starts from a checkpoint's weights alone: TrainOptions::init_from.
 #pragma once
 
 #include <cstdint>
