@@ -140,7 +140,7 @@ TEST_CASE("integers beyond int64 in a config are range errors, never negative nu
         std::numeric_limits<int64_t>::max());
 }
 
-TEST_CASE("--set of a whole section merges, and a data path beside generation is an error", "[reliability][values]") {
+TEST_CASE("config: --set of a whole section merges, and a data path beside generation is an error", "[reliability][values]") {
   // Replacing a section dropped the file's values (and earlier --set's) for the defaults; the
   // object is now merged key by key.
   const train::RunConfig kept = train::parse_config(kGenerated, {"train.steps=5", "train={}"});
