@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "helpers.h"
+#include "run_helpers.h"
 #include "lsformer/models/train/config.h"
 #include "lsformer/models/train/curves.h"
 #include "lsformer/models/train/run_report.h"
@@ -26,19 +27,7 @@ using Catch::Contains;
 
 namespace {
 
-fs::path fresh_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("lsf_test_curves_" + std::to_string(getpid()) + "_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+fs::path fresh_dir(const std::string& name) { return testing::fresh_dir("curves", name, /*create=*/true); }
 
 struct Element {
   std::string tag;
@@ -223,7 +212,7 @@ TEST_CASE("bad plot inputs give named errors", "[plot]") {
                     Contains("written as .svg or .png, got '.pdf'"));
   CHECK(!fs::exists(dir / "c.pdf"));
   train::write_curves({(dir / "ok").string()}, {}, (dir / "c.svg").string());
-  CHECK(parse_markup(read_text(dir / "c.svg")).size() > 20);
+  CHECK(parse_markup(testing::read_file(dir / "c.svg")).size() > 20);
   fs::remove_all(dir);
 }
 
@@ -232,7 +221,7 @@ TEST_CASE("lsf plot draws PNG through Cairo at twice the SVG's size", "[plot]") 
   write_metrics(dir / "run", 8, 40);
   const train::Svg chart = train::curves_chart({train::read_run_metrics((dir / "run").string())});
   train::write_curves({(dir / "run").string()}, {}, (dir / "c.png").string());
-  const std::string png = read_text(dir / "c.png");
+  const std::string png = testing::read_file(dir / "c.png");
   REQUIRE(png.size() > 33);
   CHECK(png.substr(0, 8) == std::string("\x89PNG\r\n\x1a\n", 8));  // the PNG signature
   CHECK(png.substr(12, 4) == "IHDR");
@@ -258,13 +247,13 @@ TEST_CASE("a training run keeps curves.svg current, and lsf report writes a self
   train::train(train::parse_config(kTinyRun), options);
   INFO(log.str());
   REQUIRE(fs::exists(dir / "curves.svg"));
-  const auto lines = polylines(parse_markup(read_text(dir / "curves.svg")));
+  const auto lines = polylines(parse_markup(testing::read_file(dir / "curves.svg")));
   CHECK(lines.at({"tiny_run", "train", "loss"}) == 6);  // log_every 2 over 12 steps
   CHECK(lines.at({"tiny_run", "dev", "accuracy"}) == 3);  // eval_every 4: the last drawing saw all three
 
   const std::string path = train::write_run_report(dir.string());
   CHECK(path == (dir / "report.html").string());
-  const std::string html = read_text(path);
+  const std::string html = testing::read_file(path);
   const std::vector<Element> elements = parse_markup(html, {"meta", "br"});
   std::map<std::string, int> tags;
   for (const Element& e : elements) {
@@ -285,7 +274,7 @@ TEST_CASE("a training run keeps curves.svg current, and lsf report writes a self
 
   // The confusion matrix of best.safetensors on dev: 10 ListOps classes, every dev example once,
   // its diagonal the correct count that the final dev evaluation of the same checkpoint printed.
-  const auto summary = nlohmann::json::parse(read_text(dir / "summary.json"));
+  const auto summary = nlohmann::json::parse(testing::read_file(dir / "summary.json"));
   int64_t total = 0, diagonal = 0, cells = 0;
   for (const Element& e : elements) {
     if (e.tag != "td" || !e.attributes.count("data-count")) continue;

@@ -17,6 +17,7 @@
 #include "lsformer/data/debian_corpus.h"
 #include "lsformer/data/lm_baselines.h"
 #include "helpers.h"
+#include "run_helpers.h"
 
 using namespace lsf;
 using namespace lsf::data;
@@ -44,13 +45,6 @@ void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary);
   out.write(bytes.data(), std::streamsize(bytes.size()));
   REQUIRE(out.good());
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // n bytes covering every value 0..255 (newline and NUL included), no two neighbours equal.
@@ -124,7 +118,7 @@ TEST_CASE("lm corpus: corrupt and truncated zips are errors naming the archive",
   const std::string& dir = temp.path;
   const std::string text = byte_text(100);
   write_zip(dir + "/enwik8.zip", {{"enwik8", text}}, "test");
-  const std::string zip = read_bytes(dir + "/enwik8.zip");
+  const std::string zip = testing::read_file(dir + "/enwik8.zip");
 
   // Cut off the central directory: no longer a zip archive.
   write_bytes(dir + "/cut.zip", zip.substr(0, zip.size() / 2));
@@ -197,9 +191,9 @@ TEST_CASE("lm corpus: fractional splits, split directories and text sources", "[
   const std::string text = byte_text(1019);
   const CharCorpus corpus = split_corpus("doc", text, odd, CharAlphabet::kBytes, "doc");
   write_corpus_splits(dir + "/out", corpus);
-  CHECK(read_bytes(dir + "/out/train.txt") == text.substr(0, 919));
-  CHECK(read_bytes(dir + "/out/dev.txt") == text.substr(919, 50));
-  CHECK(read_bytes(dir + "/out/test.txt") == text.substr(969, 50));
+  CHECK(testing::read_file(dir + "/out/train.txt") == text.substr(0, 919));
+  CHECK(testing::read_file(dir + "/out/dev.txt") == text.substr(919, 50));
+  CHECK(testing::read_file(dir + "/out/test.txt") == text.substr(969, 50));
   const CharCorpus back = read_corpus_splits(dir + "/out");
   CHECK(back.name == "out");
   CHECK(back.train == corpus.train);
@@ -212,7 +206,7 @@ TEST_CASE("lm corpus: fractional splits, split directories and text sources", "[
   const CharCorpus t8 = split_corpus("t8", letters, fractional_split_sizes(int64_t(letters.size()), "t8"),
                                      CharAlphabet::kText8, "t8");
   write_corpus_splits(dir + "/t8", t8);
-  CHECK(read_bytes(dir + "/t8/train.txt") + read_bytes(dir + "/t8/dev.txt") + read_bytes(dir + "/t8/test.txt") ==
+  CHECK(testing::read_file(dir + "/t8/train.txt") + testing::read_file(dir + "/t8/dev.txt") + testing::read_file(dir + "/t8/test.txt") ==
         letters);
   CHECK(read_corpus_splits(dir + "/t8", CharAlphabet::kText8).train == t8.train);
   CHECK_THROWS_WITH(read_corpus_splits(dir + "/out", CharAlphabet::kText8),
@@ -252,7 +246,7 @@ TEST_CASE("gzip: dictd files decompress; truncated, damaged and non-gzip files a
   write_bytes(dir + "/x.dict", text);
   CHECK(read_dictd_text(dir + "/x.dict") == text);  // uncompressed .dict: read as it is
 
-  const std::string gz = read_bytes(dir + "/x.dict.dz");
+  const std::string gz = testing::read_file(dir + "/x.dict.dz");
   write_bytes(dir + "/cut.dz", gz.substr(0, gz.size() - 12));
   CHECK_THROWS_WITH(read_gzip_file(dir + "/cut.dz", "t"), Catch::Contains("cut.dz' is truncated or damaged"));
   std::string bad_crc = gz;

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "helpers.h"
+#include "run_helpers.h"
 #include "lsformer/models/lm/lm_loss.h"
 #include "lsformer/models/lm/lm_model.h"
 #include "lsformer/models/train/checkpoint.h"
@@ -25,12 +26,7 @@ using Catch::Contains;
 
 namespace {
 
-fs::path fresh_dir(const std::string& name) {
-  // The process id keeps concurrent test processes apart.
-  fs::path dir = fs::temp_directory_path() / ("lsf_test_lm_task_" + std::to_string(getpid()) + "_" + name);
-  fs::remove_all(dir);
-  return dir;
-}
+fs::path fresh_dir(const std::string& name) { return testing::fresh_dir("lm_task", name); }
 
 // `n` characters of word salad from a small vocabulary (an LCG picks the words), so that a tiny
 // model has something to learn within a few dozen steps.
@@ -74,19 +70,6 @@ std::string tiny_config() {
 })";
 }
 
-train::TrainSummary run(const train::RunConfig& config, const fs::path& dir, std::ostringstream& log, bool resume = false,
-                        int64_t stop_after = 0, const std::string& init_from = "") {
-  train::TrainOptions options;
-  options.out_dir = dir.string();
-  options.resume = resume;
-  options.init_from = init_from;
-  options.log = &log;
-  options.out = &log;
-  options.progress = 0;
-  options.stop_after = stop_after;
-  return train::train(config, options);
-}
-
 std::vector<nlohmann::json> read_metrics(const fs::path& path) {
   std::vector<nlohmann::json> lines;
   std::ifstream in(path);
@@ -122,7 +105,7 @@ TEST_CASE("lm: a short run lowers the loss, and lsf eval reproduces the final BP
   const train::RunConfig config = train::parse_config(tiny_config());
   fs::path dir = fresh_dir("short");
   std::ostringstream log;
-  train::TrainSummary s = run(config, dir, log);
+  train::TrainSummary s = testing::run_training(config, dir, log);
   INFO(log.str());
   REQUIRE(s.finished);
   // The progress lines show bits per character and tokens per second.
@@ -156,10 +139,10 @@ TEST_CASE("lm: a resumed run ends bit-identical to an uninterrupted one, memory 
   const train::RunConfig config = train::parse_config(tiny_config());
   fs::path a = fresh_dir("resume_a"), b = fresh_dir("resume_b");
   std::ostringstream log;
-  run(config, a, log);
+  testing::run_training(config, a, log);
   // Stop at step 13, inside the first epoch (18 steps): the memory must come back from the
   // checkpoint, and the resumed part crosses the epoch boundary where it resets.
-  run(config, b, log, false, /*stop_after=*/13);
+  testing::run_training(config, b, log, false, /*stop_after=*/13);
   SafetensorsContents stopped = load_safetensors((b / "last.safetensors").string());
   for (const char* name : {"task.lm.memory.0", "task.lm.memory.1"}) {
     INFO(name);
@@ -168,7 +151,7 @@ TEST_CASE("lm: a resumed run ends bit-identical to an uninterrupted one, memory 
     CHECK(stopped.tensors.at(name).abs().sum().item<float>() > 0.0f);
   }
   manual_seed(77);  // resuming must restore the dropout RNG
-  train::TrainSummary resumed = run(config, b, log, /*resume=*/true);
+  train::TrainSummary resumed = testing::run_training(config, b, log, /*resume=*/true);
   INFO(log.str());
   CHECK(resumed.finished);
   check_same_tensors(a / "last.safetensors", b / "last.safetensors", [](const std::string&) { return true; });
@@ -247,14 +230,14 @@ TEST_CASE("lm: --init-from starts a new phase from a checkpoint's weights", "[tr
   const train::RunConfig phase1 = train::parse_config(tiny_config(), {"train.steps=10"});
   fs::path p1 = fresh_dir("phase1"), p2 = fresh_dir("phase2");
   std::ostringstream log;
-  train::TrainSummary first = run(phase1, p1, log);
+  train::TrainSummary first = testing::run_training(phase1, p1, log);
   // Phase 2: longer blocks and memory (no parameter depends on them), a fresh optimizer and
   // schedule. With lr = 1e-30 one AdamW step leaves every f32 weight exactly as loaded, so the
   // run's last weights must be the phase-1 checkpoint's, bit for bit.
   const train::RunConfig phase2 = train::parse_config(
       tiny_config(), {"train.steps=1", "model.block_length=16", "model.memory_length=16", "optimizer.lr=1e-30",
                       "optimizer.weight_decay=0", "train.eval_every=0"});
-  train::TrainSummary second = run(phase2, p2, log, false, 0, first.best_checkpoint);
+  train::TrainSummary second = testing::run_training(phase2, p2, log, false, 0, first.best_checkpoint);
   INFO(log.str());
   CHECK(second.finished);
   CHECK_THAT(log.str(), Contains("initialised from '" + first.best_checkpoint + "'"));
@@ -265,10 +248,10 @@ TEST_CASE("lm: --init-from starts a new phase from a checkpoint's weights", "[tr
 
   // A model of another shape, or --init-from with --resume, is refused with what differs.
   fs::path p3 = fresh_dir("phase3");
-  CHECK_THROWS_WITH(run(train::parse_config(tiny_config(), {"model.ffn_dim=24"}), p3, log, false, 0, first.best_checkpoint),
+  CHECK_THROWS_WITH(testing::run_training(train::parse_config(tiny_config(), {"model.ffn_dim=24"}), p3, log, false, 0, first.best_checkpoint),
                     Contains("--init-from") && Contains("model.ffn_dim 32 → 24") && Contains("layers.0.ff.fc1.weight"));
-  CHECK_THROWS_WITH(run(phase1, p1, log, /*resume=*/true, 0, first.best_checkpoint), Contains("--resume"));
-  CHECK_THROWS_WITH(run(phase1, p3, log, false, 0, "/nonexistent/best.safetensors"),
+  CHECK_THROWS_WITH(testing::run_training(phase1, p1, log, /*resume=*/true, 0, first.best_checkpoint), Contains("--resume"));
+  CHECK_THROWS_WITH(testing::run_training(phase1, p3, log, false, 0, "/nonexistent/best.safetensors"),
                     Contains("'/nonexistent/best.safetensors' does not exist"));
   fs::remove_all(p1);
   fs::remove_all(p2);
@@ -279,7 +262,7 @@ TEST_CASE("lm: lsf eval takes other evaluation settings but refuses a model of a
   const train::RunConfig config = train::parse_config(tiny_config(), {"train.steps=5", "train.eval_every=0"});
   fs::path dir = fresh_dir("eval_settings");
   std::ostringstream log;
-  train::TrainSummary s = run(config, dir, log);
+  train::TrainSummary s = testing::run_training(config, dir, log);
   // The paper's evaluation settings, scaled down: one stream, shorter blocks, a longer memory.
   train::EvalResult paper = train::evaluate_checkpoint(
       s.best_checkpoint, "test", 0, {"data.eval_batch_size=1", "data.eval_block_length=4", "model.memory_length=32"});
@@ -299,7 +282,7 @@ TEST_CASE("lm: generation is deterministic and checks the checkpoint and the pro
   const train::RunConfig config = train::parse_config(tiny_config(), {"train.steps=5", "train.eval_every=0"});
   fs::path dir = fresh_dir("generate");
   std::ostringstream log;
-  train::TrainSummary s = run(config, dir, log);
+  train::TrainSummary s = testing::run_training(config, dir, log);
   train::LmGenerateOptions o{.prompt = "the tide ", .tokens = 40, .sampling = {.temperature = 0.9, .top_k = 20}, .seed = 5};
   std::string streamed;
   const std::string text = train::generate_text(s.best_checkpoint, o, [&](char c) { streamed += c; });

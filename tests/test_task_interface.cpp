@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "helpers.h"
+#include "run_helpers.h"
 
 namespace fs = std::filesystem;
 using namespace lsf;
@@ -128,23 +129,7 @@ const std::string kToy = R"({
   "train": {"steps": 30, "batch_size": 8, "eval_every": 10, "log_every": 5, "checkpoint_every": 5, "seed": 2, "threads": 1}
 })";
 
-fs::path fresh_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("lsf_test_task_" + std::to_string(getpid()) + "_" + name);
-  fs::remove_all(dir);
-  return dir;
-}
-
-train::TrainSummary run(const train::RunConfig& config, const fs::path& dir, std::ostringstream& log, bool resume = false,
-                        int64_t stop_after = 0) {
-  train::TrainOptions o;
-  o.out_dir = dir.string();
-  o.resume = resume;
-  o.log = &log;
-  o.out = &log;
-  o.progress = 0;
-  o.stop_after = stop_after;
-  return train::train(config, o);
-}
+fs::path fresh_dir(const std::string& name) { return testing::fresh_dir("task", name); }
 
 }  // namespace
 
@@ -155,7 +140,7 @@ TEST_CASE("a family registered from outside the library trains, evaluates and re
 
   fs::path a = fresh_dir("a"), b = fresh_dir("b");
   std::ostringstream log;
-  train::TrainSummary full = run(config, a, log);
+  train::TrainSummary full = testing::run_training(config, a, log);
   INFO(log.str());
   REQUIRE(full.finished);
   // The task's own metric, lower is better: the best checkpoint is the lowest periodic mse.
@@ -168,12 +153,12 @@ TEST_CASE("a family registered from outside the library trains, evaluates and re
 
   // Stop at step 15, move the RNG, resume: the same parameters as the uninterrupted run, which
   // needs the task's carried cursor back.
-  run(config, b, log, false, /*stop_after=*/15);
+  testing::run_training(config, b, log, false, /*stop_after=*/15);
   SafetensorsContents stopped = load_safetensors((b / "last.safetensors").string());
   REQUIRE(stopped.tensors.count("task.cursor"));
   CHECK(stopped.tensors.at("task.cursor").item<double>() == 15 * 8);
   manual_seed(77);
-  train::TrainSummary resumed = run(config, b, log, /*resume=*/true);
+  train::TrainSummary resumed = testing::run_training(config, b, log, /*resume=*/true);
   CHECK(resumed.finished);
   SafetensorsContents fa = load_safetensors((a / "last.safetensors").string());
   SafetensorsContents fb = load_safetensors((b / "last.safetensors").string());

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "helpers.h"
+#include "run_helpers.h"
 #include "lsformer/models/train/config.h"
 #include "lsformer/models/train/crc32c.h"
 #include "lsformer/models/train/tensorboard.h"
@@ -24,18 +25,7 @@ using Catch::Contains;
 
 namespace {
 
-fs::path fresh_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("lsf_test_tb_" + std::to_string(getpid()) + "_" + name);
-  fs::remove_all(dir);
-  return dir;
-}
-
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+fs::path fresh_dir(const std::string& name) { return testing::fresh_dir("tb", name); }
 
 uint64_t le(const std::string& s, size_t at, int bytes) {
   uint64_t v = 0;
@@ -45,7 +35,7 @@ uint64_t le(const std::string& s, size_t at, int bytes) {
 
 // Every record of a TFRecord file, each one's framing and both masked CRCs checked here.
 std::vector<lsf::tb::Event> parse_events(const fs::path& path) {
-  const std::string bytes = read_bytes(path);
+  const std::string bytes = testing::read_file(path);
   std::vector<lsf::tb::Event> events;
   size_t at = 0;
   while (at < bytes.size()) {
@@ -159,7 +149,7 @@ TEST_CASE("read_tfrecords names a corrupt or truncated record", "[tensorboard]")
     path = w.path();
     w.add_scalar("a", 1.0, 1);
   }
-  const std::string good = read_bytes(path);
+  const std::string good = testing::read_file(path);
   const size_t first = 16 + le(good, 0, 8);  // where the second record starts
   auto write = [&](const std::string& bytes) {
     std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "helpers.h"
+#include "run_helpers.h"
 #include "lsformer/models/train/config.h"
 #include "lsformer/models/train/lra_task.h"
 #include "lsformer/models/train/trainer.h"
@@ -33,24 +34,7 @@ const std::string kTiny = R"({
             "checkpoint_every": 10, "seed": 7, "threads": 1}
 })";
 
-fs::path fresh_dir(const std::string& name) {
-  // The process id keeps concurrent test processes (ctest -j, other checkouts) apart.
-  fs::path dir = fs::temp_directory_path() / ("lsf_test_train_" + std::to_string(getpid()) + "_" + name);
-  fs::remove_all(dir);
-  return dir;
-}
-
-train::TrainSummary run(const train::RunConfig& config, const fs::path& dir, std::ostringstream& log, bool resume = false,
-                        int64_t stop_after = 0) {
-  train::TrainOptions options;
-  options.out_dir = dir.string();
-  options.resume = resume;
-  options.log = &log;
-  options.out = &log;
-  options.progress = 0;
-  options.stop_after = stop_after;
-  return train::train(config, options);
-}
+fs::path fresh_dir(const std::string& name) { return testing::fresh_dir("train", name); }
 
 std::vector<nlohmann::json> read_metrics(const fs::path& path) {
   std::vector<nlohmann::json> lines;
@@ -64,7 +48,7 @@ std::vector<nlohmann::json> read_metrics(const fs::path& path) {
 TEST_CASE("a 50-step run lowers the loss and writes the run directory", "[train]") {
   fs::path dir = fresh_dir("loss");
   std::ostringstream log;
-  train::TrainSummary s = run(train::parse_config(kTiny), dir, log);
+  train::TrainSummary s = testing::run_training(train::parse_config(kTiny), dir, log);
   INFO(log.str());
   CHECK(s.finished);
   CHECK(s.steps == 50);
@@ -99,7 +83,7 @@ TEST_CASE("a 50-step run lowers the loss and writes the run directory", "[train]
 TEST_CASE("evaluating the best checkpoint reproduces the accuracy printed at the end of training", "[train]") {
   fs::path dir = fresh_dir("eval");
   std::ostringstream log;
-  train::TrainSummary s = run(train::parse_config(kTiny, {"train.steps=30"}), dir, log);
+  train::TrainSummary s = testing::run_training(train::parse_config(kTiny, {"train.steps=30"}), dir, log);
   for (const train::EvalResult* printed : {&s.dev, &s.test}) {
     train::EvalResult again = train::evaluate_checkpoint(s.best_checkpoint, printed->split);
     CHECK(again.metric("correct") == printed->metric("correct"));
@@ -116,15 +100,15 @@ TEST_CASE("a resumed run ends bit-identical to an uninterrupted one", "[train]")
   const train::RunConfig config = train::parse_config(kTiny, {"train.steps=30"});
   fs::path a = fresh_dir("resume_a"), b = fresh_dir("resume_b");
   std::ostringstream log;
-  run(config, a, log);
-  train::TrainSummary stopped = run(config, b, log, /*resume=*/false, /*stop_after=*/20);
+  testing::run_training(config, a, log);
+  train::TrainSummary stopped = testing::run_training(config, b, log, /*resume=*/false, /*stop_after=*/20);
   CHECK_FALSE(stopped.finished);
   CHECK(stopped.steps == 20);
   CHECK_FALSE(fs::exists(b / "summary.json"));
   // Something else ran in between and moved the global RNG: resume must restore it.
   manual_seed(999);
   (void)randn({100});
-  train::TrainSummary resumed = run(config, b, log, /*resume=*/true);
+  train::TrainSummary resumed = testing::run_training(config, b, log, /*resume=*/true);
   CHECK(resumed.finished);
   CHECK(resumed.steps == 30);
 
@@ -140,7 +124,7 @@ TEST_CASE("a resumed run ends bit-identical to an uninterrupted one", "[train]")
   }
   CHECK(optimizer_tensors > 0);
   CHECK(fa.metadata.at("lsformer.rng.offset") == fb.metadata.at("lsformer.rng.offset"));
-  CHECK(resumed.test.metric("correct") == run(config, fresh_dir("resume_c"), log).test.metric("correct"));
+  CHECK(resumed.test.metric("correct") == testing::run_training(config, fresh_dir("resume_c"), log).test.metric("correct"));
   // metrics.jsonl: the resumed run continues the interrupted one's lines, no step twice.
   std::vector<int64_t> train_steps;
   for (const auto& m : read_metrics(b / "metrics.jsonl"))
@@ -153,23 +137,23 @@ TEST_CASE("run directories: no silent overwrite, resume needs the same config", 
   fs::path dir = fresh_dir("dirs");
   std::ostringstream log;
   const train::RunConfig config = train::parse_config(kTiny, {"train.steps=10"});
-  run(config, dir, log, false, /*stop_after=*/5);
-  CHECK_THROWS_WITH(run(config, dir, log), Contains("already holds a run") && Contains("--resume"));
-  CHECK_THROWS_WITH(run(train::parse_config(kTiny, {"train.steps=10", "model.dim=16"}), dir, log, true),
+  testing::run_training(config, dir, log, false, /*stop_after=*/5);
+  CHECK_THROWS_WITH(testing::run_training(config, dir, log), Contains("already holds a run") && Contains("--resume"));
+  CHECK_THROWS_WITH(testing::run_training(train::parse_config(kTiny, {"train.steps=10", "model.dim=16"}), dir, log, true),
                     Contains("config differs") && Contains("model.dim 32 → 16"));
   // Only the thread count may change on resume.
-  CHECK_NOTHROW(run(train::parse_config(kTiny, {"train.steps=10", "train.threads=2"}), dir, log, true));
-  CHECK_THROWS_WITH(run(config, fresh_dir("nothing"), log, true), Contains("nothing to resume"));
+  CHECK_NOTHROW(testing::run_training(train::parse_config(kTiny, {"train.steps=10", "train.threads=2"}), dir, log, true));
+  CHECK_THROWS_WITH(testing::run_training(config, fresh_dir("nothing"), log, true), Contains("nothing to resume"));
   // A directory with no last.safetensors (a run that failed while loading its data) starts afresh.
   fs::remove(dir / "last.safetensors");
-  CHECK(run(config, dir, log).finished);
+  CHECK(testing::run_training(config, dir, log).finished);
   fs::remove_all(dir);
 }
 
 TEST_CASE("corrupt, truncated or foreign checkpoints give clear errors", "[train]") {
   fs::path dir = fresh_dir("corrupt");
   std::ostringstream log;
-  train::TrainSummary s = run(train::parse_config(kTiny, {"train.steps=10"}), dir, log);
+  train::TrainSummary s = testing::run_training(train::parse_config(kTiny, {"train.steps=10"}), dir, log);
   const std::string truncated = (dir / "truncated.safetensors").string();
   {
     std::ifstream in(s.best_checkpoint, std::ios::binary);

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "helpers.h"
+#include "run_helpers.h"
 #include "lsformer/models/train/config.h"
 #include "lsformer/models/train/trainer.h"
 
@@ -107,23 +108,7 @@ const std::string kFaults = R"({
   "train": {"steps": 30, "batch_size": 8, "eval_every": 10, "log_every": 5, "checkpoint_every": 5, "seed": 2, "threads": 1}
 })";
 
-fs::path fresh_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("lsf_test_train_rel_" + std::to_string(getpid()) + "_" + name);
-  fs::remove_all(dir);
-  return dir;
-}
-
-train::TrainSummary run(const train::RunConfig& config, const fs::path& dir, std::ostringstream& log, bool resume = false,
-                        int64_t stop_after = 0) {
-  train::TrainOptions o;
-  o.out_dir = dir.string();
-  o.resume = resume;
-  o.log = &log;
-  o.out = &log;
-  o.progress = 0;
-  o.stop_after = stop_after;
-  return train::train(config, o);
-}
+fs::path fresh_dir(const std::string& name) { return testing::fresh_dir("train_rel", name); }
 
 std::vector<nlohmann::json> train_lines(const fs::path& dir) {
   std::vector<nlohmann::json> lines;
@@ -150,12 +135,12 @@ void edit_metadata(const fs::path& path, const std::map<std::string, std::string
 TEST_CASE("a non-finite loss or gradient stops the run naming the step, the loss and the parameter", "[train][reliability]") {
   std::ostringstream log;
   const fs::path dir = fresh_dir("nonfinite");
-  CHECK_THROWS_WITH(run(train::parse_config(kFaults, {"data.inf_grad_at=6"}), dir, log),
+  CHECK_THROWS_WITH(testing::run_training(train::parse_config(kFaults, {"data.inf_grad_at=6"}), dir, log),
                     Contains("step 7: non-finite gradient (loss ") &&
                         Contains("first parameter with a non-finite gradient: '1.weight'") &&
                         Contains("train.non_finite=skip"));
   fs::remove_all(dir);
-  CHECK_THROWS_WITH(run(train::parse_config(kFaults, {"data.nan_loss_at=3"}), dir, log),
+  CHECK_THROWS_WITH(testing::run_training(train::parse_config(kFaults, {"data.nan_loss_at=3"}), dir, log),
                     Contains("step 4: non-finite loss (loss nan") && Contains("'0.weight'"));
   fs::remove_all(dir);
   CHECK_THROWS_WITH(train::parse_config(kFaults, {"train.non_finite=ignore"}),
@@ -165,7 +150,7 @@ TEST_CASE("a non-finite loss or gradient stops the run naming the step, the loss
 TEST_CASE("train.non_finite = skip skips the faulty update and goes on", "[train][reliability]") {
   std::ostringstream log;
   const fs::path dir = fresh_dir("skip");
-  train::TrainSummary s = run(train::parse_config(kFaults, {"data.inf_grad_at=6", "train.non_finite=skip"}), dir, log);
+  train::TrainSummary s = testing::run_training(train::parse_config(kFaults, {"data.inf_grad_at=6", "train.non_finite=skip"}), dir, log);
   CHECK(s.finished);
   CHECK_THAT(log.str(), Contains("warning: step 7: non-finite gradient") && Contains("'1.weight'") && Contains("skipped"));
   for (const auto& [name, t] : load_safetensors((dir / "last.safetensors").string()).tensors)
@@ -182,12 +167,12 @@ TEST_CASE("a log window spanning a resume writes the line an uninterrupted run w
   const train::RunConfig config = train::parse_config(kFaults);
   std::ostringstream log;
   const fs::path a = fresh_dir("window_a"), b = fresh_dir("window_b");
-  run(config, a, log);
-  run(config, b, log, false, /*stop_after=*/7);  // steps 6 and 7 of the window 6..10 before the stop
+  testing::run_training(config, a, log);
+  testing::run_training(config, b, log, false, /*stop_after=*/7);  // steps 6 and 7 of the window 6..10 before the stop
   // A run killed while writing a line leaves it torn: dropped with a warning on resume.
   { std::ofstream(b / "metrics.jsonl", std::ios::app) << R"({"split": "train", "step": 8, "lo)"; }
   std::ostringstream resumed_log;
-  run(config, b, resumed_log, /*resume=*/true);
+  testing::run_training(config, b, resumed_log, /*resume=*/true);
   CHECK_THAT(resumed_log.str(), Contains("warning: dropped line") && Contains("torn last line"));
   const auto la = train_lines(a), lb = train_lines(b);
   REQUIRE(la.size() == 6);
@@ -206,13 +191,13 @@ TEST_CASE("resuming a finished run keeps its summary and rebuilds a missing best
   const train::RunConfig config = train::parse_config(kFaults);
   std::ostringstream log;
   const fs::path dir = fresh_dir("finished");
-  const train::TrainSummary first = run(config, dir, log);
+  const train::TrainSummary first = testing::run_training(config, dir, log);
   REQUIRE(first.finished);
   REQUIRE(first.final_train_loss > 0);
   const double saved_wall = std::stod(load_safetensors((dir / "last.safetensors").string()).metadata.at("extra.wall_seconds"));
   CHECK(saved_wall > 0);
   // Resumed as is: summary.json had final_train_loss 0 and only the resume's seconds.
-  const train::TrainSummary again = run(config, dir, log, /*resume=*/true);
+  const train::TrainSummary again = testing::run_training(config, dir, log, /*resume=*/true);
   CHECK(again.finished);
   CHECK(again.final_train_loss == first.final_train_loss);
   CHECK(again.wall_seconds >= saved_wall);
@@ -221,7 +206,7 @@ TEST_CASE("resuming a finished run keeps its summary and rebuilds a missing best
   CHECK(summary.at("wall_seconds").get<double>() >= saved_wall);
   // best.safetensors deleted: the resume evaluates the final weights and saves them as the best.
   fs::remove(dir / "best.safetensors");
-  const train::TrainSummary rebuilt = run(config, dir, log, /*resume=*/true);
+  const train::TrainSummary rebuilt = testing::run_training(config, dir, log, /*resume=*/true);
   CHECK(rebuilt.finished);
   CHECK(fs::exists(dir / "best.safetensors"));
   CHECK(rebuilt.best_step == 30);
@@ -233,28 +218,28 @@ TEST_CASE("checkpoint entries out of range are errors naming the entry", "[train
   const train::RunConfig config = train::parse_config(kFaults);
   std::ostringstream log;
   const fs::path dir = fresh_dir("entries");
-  run(config, dir, log, false, /*stop_after=*/10);
+  testing::run_training(config, dir, log, false, /*stop_after=*/10);
   const fs::path last = dir / "last.safetensors", saved = dir / "saved.safetensors";
   fs::copy_file(last, saved);
   auto restore = [&] { fs::copy_file(saved, last, fs::copy_options::overwrite_existing); };
   for (const char* step : {"9223372036854775808", "18446744073709551615"}) {
     edit_metadata(last, {{"lsformer.step", step}});
-    CHECK_THROWS_WITH(run(config, dir, log, true),
+    CHECK_THROWS_WITH(testing::run_training(config, dir, log, true),
                       Contains("'lsformer.step' = " + std::string(step) + " is out of range") && !Contains("-92"));
     CHECK_THROWS_WITH(train::evaluate_checkpoint(last.string(), "test"), Contains("is out of range"));
     restore();
   }
   edit_metadata(last, {{"lsformer.step", "31"}});
-  CHECK_THROWS_WITH(run(config, dir, log, true), Contains("at step 31, beyond 'train.steps' (30)"));
+  CHECK_THROWS_WITH(testing::run_training(config, dir, log, true), Contains("at step 31, beyond 'train.steps' (30)"));
   restore();
   // Checkpoints of LRA runs from before the Task interface hold extra.best_accuracy: a bad one
   // said only "stod".
   edit_metadata(last, {{"extra.best_score", ""}, {"extra.best_accuracy", "abc"}});
-  CHECK_THROWS_WITH(run(config, dir, log, true), Contains("entry 'extra.best_accuracy' = \"abc\" is not a finite number"));
+  CHECK_THROWS_WITH(testing::run_training(config, dir, log, true), Contains("entry 'extra.best_accuracy' = \"abc\" is not a finite number"));
   restore();
   edit_metadata(last, {{"extra.best_step", "-3"}});
-  CHECK_THROWS_WITH(run(config, dir, log, true), Contains("'extra.best_step' = \"-3\" is not a non-negative integer"));
+  CHECK_THROWS_WITH(testing::run_training(config, dir, log, true), Contains("'extra.best_step' = \"-3\" is not a non-negative integer"));
   restore();
-  CHECK(run(config, dir, log, true).finished);
+  CHECK(testing::run_training(config, dir, log, true).finished);
   fs::remove_all(dir);
 }

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "helpers.h"
+#include "run_helpers.h"
 #include "image_test_files.h"
 #include "lsformer/models/train/config.h"
 #include "lsformer/models/train/trainer.h"
@@ -73,23 +74,7 @@ std::string tiny_config(const std::string& path) {
   })";
 }
 
-fs::path fresh_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("lsf_test_vision_" + std::to_string(getpid()) + "_" + name);
-  fs::remove_all(dir);
-  return dir;
-}
-
-train::TrainSummary run(const train::RunConfig& config, const fs::path& dir, std::ostringstream& log, bool resume = false,
-                        int64_t stop_after = 0) {
-  train::TrainOptions o;
-  o.out_dir = dir.string();
-  o.resume = resume;
-  o.log = &log;
-  o.out = &log;
-  o.progress = 0;
-  o.stop_after = stop_after;
-  return train::train(config, o);
-}
+fs::path fresh_dir(const std::string& name) { return testing::fresh_dir("vision", name); }
 
 std::vector<double> train_losses(const fs::path& metrics) {
   std::vector<double> losses;
@@ -119,7 +104,7 @@ TEST_CASE("a short image run lowers the loss and lsf eval reproduces its top-1 e
   const train::RunConfig config = train::parse_config(tiny_config(data.path().string()));
   fs::path dir = fresh_dir("loss");
   std::ostringstream log;
-  train::TrainSummary s = run(config, dir, log);
+  train::TrainSummary s = testing::run_training(config, dir, log);
   INFO(log.str());
   REQUIRE(s.finished);
   // The dev split is the last 10% of the 400 training images, the test split the t10k file.
@@ -159,12 +144,12 @@ TEST_CASE("a resumed image run ends bit-identical, the loader restarted at the r
        "data.workers=2", "model.drop_path=0.1"});
   fs::path a = fresh_dir("resume_a"), b = fresh_dir("resume_b");
   std::ostringstream log;
-  run(config, a, log);
-  train::TrainSummary stopped = run(config, b, log, /*resume=*/false, /*stop_after=*/7);
+  testing::run_training(config, a, log);
+  train::TrainSummary stopped = testing::run_training(config, b, log, /*resume=*/false, /*stop_after=*/7);
   CHECK(stopped.steps == 7);
   manual_seed(999);  // something else moved the global RNG: resume must restore it
   (void)randn({10});
-  train::TrainSummary resumed = run(config, b, log, /*resume=*/true);
+  train::TrainSummary resumed = testing::run_training(config, b, log, /*resume=*/true);
   INFO(log.str());
   CHECK(resumed.finished);
   check_same_files(a / "last.safetensors", b / "last.safetensors");
@@ -305,7 +290,7 @@ TEST_CASE("the LRA CIFAR-10 sequence task trains as lra_image", "[train][vision]
   })");
   fs::path dir = fresh_dir("lra_image");
   std::ostringstream log;
-  train::TrainSummary s = run(config, dir, log);
+  train::TrainSummary s = testing::run_training(config, dir, log);
   INFO(log.str());
   CHECK(s.finished);
   CHECK(s.dev.metric("examples") == 2);   // the last 10% of the 20 training images

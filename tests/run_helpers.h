@@ -1,0 +1,50 @@
+// Test helpers for tests that train through lsf::train::train: scratch run directories, whole
+// files as strings, and a training call that keeps the log in a string stream.
+#pragma once
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "lsformer/models/train/trainer.h"
+
+namespace lsf::testing {
+
+// <tmp>/lsf_test_<suite>_<pid>_<name>, removed first (the process id keeps concurrent test
+// processes — ctest -j, other checkouts — apart); created empty when `create`.
+inline std::filesystem::path fresh_dir(const std::string& suite, const std::string& name, bool create = false) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("lsf_test_" + suite + "_" + std::to_string(getpid()) + "_" + name);
+  fs::remove_all(dir);
+  if (create) fs::create_directories(dir);
+  return dir;
+}
+
+// The bytes of a file ("" when it cannot be read: the caller's checks then fail visibly).
+inline std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// train::train into `dir` with the progress and the summary written to `log`, one line per
+// logged step (never a live \r line).
+inline train::TrainSummary run_training(const train::RunConfig& config, const std::filesystem::path& dir,
+                                        std::ostringstream& log, bool resume = false, int64_t stop_after = 0,
+                                        const std::string& init_from = "") {
+  train::TrainOptions options;
+  options.out_dir = dir.string();
+  options.resume = resume;
+  options.init_from = init_from;
+  options.log = &log;
+  options.out = &log;
+  options.progress = 0;
+  options.stop_after = stop_after;
+  return train::train(config, options);
+}
+
+}  // namespace lsf::testing
