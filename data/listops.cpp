@@ -228,9 +228,10 @@ void write_listops_dataset(const std::string& dir, const ListOpsSplits& splits) 
   write_listops_tsv((base / "basic_test.tsv").string(), splits.test);
 }
 
-std::vector<int32_t> tokenize_listops(const std::string& source, const std::string& where) {
-  std::vector<int32_t> ids;
-  ids.reserve(source.size() / 2);
+namespace {
+// Calls visit(token) for each space-separated token of a ListOps source, in order.
+template <typename Visit>
+void for_each_token(const std::string& source, Visit&& visit) {
   size_t pos = 0;
   while (pos < source.size()) {
     if (source[pos] == ' ') {
@@ -239,9 +240,17 @@ std::vector<int32_t> tokenize_listops(const std::string& source, const std::stri
     }
     size_t end = source.find(' ', pos);
     if (end == std::string::npos) end = source.size();
-    const std::string_view token(source.data() + pos, end - pos);
+    visit(std::string_view(source.data() + pos, end - pos));
     pos = end;
-    if (token == "(" || token == ")") continue;  // LRA's pipeline drops parentheses
+  }
+}
+}  // namespace
+
+std::vector<int32_t> tokenize_listops(const std::string& source, const std::string& where) {
+  std::vector<int32_t> ids;
+  ids.reserve(source.size() / 2);
+  for_each_token(source, [&](std::string_view token) {
+    if (token == "(" || token == ")") return;  // LRA's pipeline drops parentheses
     if (token.size() == 1 && token[0] >= '0' && token[0] <= '9') {
       ids.push_back(kDigitBase + (token[0] - '0'));
     } else if (token == "]" || token == "X") {
@@ -254,7 +263,7 @@ std::vector<int32_t> tokenize_listops(const std::string& source, const std::stri
                          << "' (expected ( ) ] X 0-9 [MIN [MAX [MED [SM)";
       ids.push_back(id);
     }
-  }
+  });
   LSF_CHECK(!ids.empty()) << where << ": empty ListOps expression";
   return ids;
 }
@@ -266,7 +275,6 @@ void check_listops_expression(const std::string& source, const std::string& wher
   };
   std::vector<Open> operators;  // the operators not yet closed, innermost last
   int64_t parens = 0, top_level = 0, index = 0, last_open_paren = 0;
-  size_t pos = 0;
   // A value (a digit, or a closed operator) is an argument of the innermost open operator, or
   // the top-level value, of which there must be exactly one.
   auto value = [&](int64_t token) {
@@ -277,15 +285,7 @@ void check_listops_expression(const std::string& source, const std::string& wher
     LSF_CHECK(++top_level == 1) << where << ": token " << token
                                 << " starts a second expression (a row holds exactly one; missing '[OP'?)";
   };
-  while (pos < source.size()) {
-    if (source[pos] == ' ') {
-      ++pos;
-      continue;
-    }
-    size_t end = source.find(' ', pos);
-    if (end == std::string::npos) end = source.size();
-    const std::string_view token(source.data() + pos, end - pos);
-    pos = end;
+  for_each_token(source, [&](std::string_view token) {
     ++index;
     if (token == "(") {
       ++parens;
@@ -306,7 +306,7 @@ void check_listops_expression(const std::string& source, const std::string& wher
     } else {
       LSF_FAIL() << where << ": unknown ListOps token '" << token << "' (expected ( ) ] X 0-9 [MIN [MAX [MED [SM)";
     }
-  }
+  });
   LSF_CHECK(operators.empty()) << where << ": operator " << operators.back().op << " (token " << operators.back().token
                                << ") is never closed by ']' (" << operators.size() << " open at the end)";
   LSF_CHECK(parens == 0) << where << ": unbalanced parentheses: " << parens << " '(' never closed (the last at token "

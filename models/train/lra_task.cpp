@@ -254,25 +254,36 @@ class LraTask final : public Task {
 
   const char* throughput_unit() const override { return "samples"; }
 
-  EvalResult evaluate(nn::Module& module, const std::string& split, int64_t max_batches) override {
+  // The split's batches in order (the first max_batches; 0: all), each with the model's logits
+  // [B, C], in eval mode without recording; the model's mode is restored afterwards.
+  template <typename Visit>
+  void for_each_eval_batch(nn::Module& module, const std::string& split, int64_t max_batches, Visit&& visit) {
     LSF_CHECK(data_.count(split)) << "internal: split '" << split << "' was not loaded";
     lra::LraClassifier& model = classifier(module);
-    const bool was_training = model.is_training();
+    struct ModeRestore {
+      lra::LraClassifier& model;
+      bool was_training;
+      ~ModeRestore() { model.train(was_training); }
+    } restore{model, model.is_training()};
     model.eval();
     NoGradGuard no_grad;
     data::BatchLoader loader(data_.at(split), batch_options(config_, /*training=*/false));
     int64_t batches = loader.batches_per_epoch();
     if (max_batches > 0) batches = std::min(batches, max_batches);
-    double loss_sum = 0.0;
-    int64_t correct = 0, examples = 0;
     for (int64_t i = 0; i < batches; ++i) {
       data::Batch b = loader.batch(i);
-      Tensor logits = forward(model, b);
+      visit(b, forward(model, b));
+    }
+  }
+
+  EvalResult evaluate(nn::Module& module, const std::string& split, int64_t max_batches) override {
+    double loss_sum = 0.0;
+    int64_t correct = 0, examples = 0;
+    for_each_eval_batch(module, split, max_batches, [&](const data::Batch& b, const Tensor& logits) {
       loss_sum += cross_entropy(logits, b.labels, {.reduction = Reduction::Sum}).item<float>();
       correct += count_correct(logits, b.labels);
       examples += b.labels.numel();
-    }
-    model.train(was_training);
+    });
     EvalResult r;
     r.split = split;
     r.loss = examples ? loss_sum / double(examples) : 0.0;
@@ -287,22 +298,13 @@ class LraTask final : public Task {
 
   bool has_confusion_matrix() const override { return true; }
   ConfusionMatrix confusion_matrix(nn::Module& module, const std::string& split) override {
-    LSF_CHECK(data_.count(split)) << "internal: split '" << split << "' was not loaded";
-    lra::LraClassifier& model = classifier(module);
-    const bool was_training = model.is_training();
-    model.eval();
-    NoGradGuard no_grad;
-    data::BatchLoader loader(data_.at(split), batch_options(config_, /*training=*/false));
     ConfusionMatrix m;
-    for (int64_t i = 0; i < loader.batches_per_epoch(); ++i) {
-      data::Batch b = loader.batch(i);
-      Tensor logits = forward(model, b);  // [B, C]
+    for_each_eval_batch(module, split, /*max_batches=*/0, [&](const data::Batch& b, const Tensor& logits) {  // [B, C]
       if (m.classes == 0) m.classes = logits.size(1), m.counts.assign(size_t(m.classes * m.classes), 0);
       const std::vector<int64_t> predicted = argmax(logits, 1).to_vector<int64_t>();
       const std::vector<int64_t> truth = b.labels.to_vector<int64_t>();
       for (size_t k = 0; k < truth.size(); ++k) ++m.counts[size_t(truth[k] * m.classes + predicted[k])];
-    }
-    model.train(was_training);
+    });
     return m;
   }
 
