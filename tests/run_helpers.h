@@ -1,5 +1,5 @@
-// Test helpers for tests that train through lsf::train::train: scratch run directories, whole
-// files as strings, and a training call that keeps the log in a string stream.
+// Test helpers for files and training runs: scratch run directories, whole files as strings,
+// hand-made safetensors bytes, and a train::train call that keeps the log in a string stream.
 #pragma once
 
 #include <unistd.h>
@@ -29,6 +29,15 @@ inline std::string read_file(const std::filesystem::path& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// The bytes of a safetensors file: the 8-byte little-endian header length, the JSON header and
+// the data, exactly as given (tests build malformed files with it).
+inline std::string safetensors_bytes(const std::string& json, const std::string& data) {
+  std::string out(8, '\0');
+  uint64_t n = json.size();
+  for (int i = 0; i < 8; ++i) out[size_t(i)] = char((n >> (8 * i)) & 0xff);
+  return out + json + data;
 }
 
 // train::train into `dir` with the progress and the summary written to `log`, one line per

@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "helpers.h"
+#include "run_helpers.h"
 #include "lsformer/data/listops.h"
 #include "lsformer/engine/file_read.h"
 #include "lsformer/models/train/config.h"
@@ -20,12 +21,6 @@ using namespace lsf;
 using Catch::Matchers::Contains;
 
 namespace {
-std::string header_file(const std::string& json, const std::string& data) {
-  std::string out(8, '\0');
-  uint64_t n = json.size();
-  std::memcpy(out.data(), &n, 8);
-  return out + json + data;
-}
 
 // A fresh, empty directory under the system's temporary directory.
 std::filesystem::path scratch_dir(const std::string& name) {
@@ -59,19 +54,19 @@ TEST_CASE("shape products and byte counts are checked for overflow in every fact
 
 TEST_CASE("safetensors headers with overflowing or huge shapes are errors, not allocations", "[reliability][memory]") {
   // F32 [2^31, 2^31] needs 2^64 bytes; with the wrapped product it passed as 0 bytes with no data.
-  REQUIRE_THROWS_WITH(parse_safetensors(header_file(R"({"w":{"dtype":"F32","shape":[2147483648,2147483648],"data_offsets":[0,0]}})", ""), "x.safetensors"),
+  REQUIRE_THROWS_WITH(parse_safetensors(testing::safetensors_bytes(R"({"w":{"dtype":"F32","shape":[2147483648,2147483648],"data_offsets":[0,0]}})", ""), "x.safetensors"),
                       Contains("x.safetensors") && Contains("'w'") && Contains("{2147483648, 2147483648}"));
   // 2^60 one-byte elements: representable, but the file cannot hold them; refused before any
   // allocation (the tiling check runs first, so the test does not need 1 EiB to fail).
-  REQUIRE_THROWS_WITH(parse_safetensors(header_file(R"({"w":{"dtype":"U8","shape":[1152921504606846976],"data_offsets":[0,1152921504606846976]}})", "")),
+  REQUIRE_THROWS_WITH(parse_safetensors(testing::safetensors_bytes(R"({"w":{"dtype":"U8","shape":[1152921504606846976],"data_offsets":[0,1152921504606846976]}})", "")),
                       Contains("truncated file"));
-  REQUIRE_THROWS_WITH(parse_safetensors(header_file(R"({"w":{"dtype":"U8","shape":[1152921504606846976],"data_offsets":[0,0]}})", "")),
+  REQUIRE_THROWS_WITH(parse_safetensors(testing::safetensors_bytes(R"({"w":{"dtype":"U8","shape":[1152921504606846976],"data_offsets":[0,0]}})", "")),
                       Contains("needs 1152921504606846976"));
   // A dimension beyond int64.
-  REQUIRE_THROWS_WITH(parse_safetensors(header_file(R"({"w":{"dtype":"U8","shape":[18446744073709551615],"data_offsets":[0,0]}})", "")),
+  REQUIRE_THROWS_WITH(parse_safetensors(testing::safetensors_bytes(R"({"w":{"dtype":"U8","shape":[18446744073709551615],"data_offsets":[0,0]}})", "")),
                       Contains("beyond the 64-bit signed range"));
   // Products that overflow int64 across dimensions.
-  REQUIRE_THROWS_WITH(parse_safetensors(header_file(R"({"w":{"dtype":"U8","shape":[4294967296,4294967296,4],"data_offsets":[0,0]}})", "")),
+  REQUIRE_THROWS_WITH(parse_safetensors(testing::safetensors_bytes(R"({"w":{"dtype":"U8","shape":[4294967296,4294967296,4],"data_offsets":[0,0]}})", "")),
                       Contains("more elements than a 64-bit count"));
 }
 
@@ -217,7 +212,7 @@ TEST_CASE("NUL and binary bytes in messages are escaped, never echoed raw or cut
     CHECK(printable(what));
   }
   // A binary header: the parse error quoted its bytes raw.
-  const std::string junk = header_file(std::string("{\"a\xff\x00\x01\x80\"", 8), "");
+  const std::string junk = testing::safetensors_bytes(std::string("{\"a\xff\x00\x01\x80\"", 8), "");
   try {
     parse_safetensors(junk, "bin.safetensors");
     FAIL("no error");

@@ -4,22 +4,15 @@
 #include <fstream>
 
 #include "helpers.h"
+#include "run_helpers.h"
 
 using namespace lsf;
 
-namespace {
-std::string header_file(const std::string& json, const std::string& data) {
-  std::string out(8, '\0');
-  uint64_t n = json.size();
-  std::memcpy(out.data(), &n, 8);
-  return out + json + data;
-}
-}  // namespace
 
 TEST_CASE("the upstream unit-test vector loads as one I32 2x2 zero tensor", "[safetensors]") {
   std::string json = R"({"test":{"dtype":"I32","shape":[2,2],"data_offsets":[0,16]}})";
   REQUIRE(json.size() == 0x3c);
-  auto c = parse_safetensors(header_file(json, std::string(16, '\0')));
+  auto c = parse_safetensors(testing::safetensors_bytes(json, std::string(16, '\0')));
   REQUIRE(c.tensors.size() == 1);
   test::check_equal<int32_t>(c.tensors.at("test"), {2, 2}, {0, 0, 0, 0});
   CHECK(c.metadata.empty());
@@ -87,29 +80,29 @@ TEST_CASE("malformed files each give their own error", "[safetensors]") {
     INFO("expecting: " << expect);
     CHECK_THROWS_WITH(parse_safetensors(bytes), Catch::Contains(expect));
   };
-  REQUIRE_NOTHROW(parse_safetensors(header_file(ok, data)));
+  REQUIRE_NOTHROW(parse_safetensors(testing::safetensors_bytes(ok, data)));
   fails(std::string(5, '\0'), "truncated");
-  fails(header_file(ok, data).substr(0, 20), "runs past the end");
+  fails(testing::safetensors_bytes(ok, data).substr(0, 20), "runs past the end");
   std::string huge(8, '\0');
   uint64_t big = 200'000'000;
   std::memcpy(huge.data(), &big, 8);
   fails(huge, "exceeds the");
-  fails(header_file(R"(["a"])", ""), "must start with '{'");
-  fails(header_file(R"({"a":)", ""), "not valid JSON");
-  fails(header_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", data), "duplicate entry 'a'");
-  fails(header_file(R"({"a":{"dtype":"Q7","shape":[2],"data_offsets":[0,8]}})", data), "unknown dtype 'Q7'");
-  fails(header_file(R"({"a":{"dtype":"C64","shape":[1],"data_offsets":[0,8]}})", data), "does not support");
-  fails(header_file(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", data), "needs 12");
-  fails(header_file(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", data), "non-negative integer");
-  fails(header_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", data), "begin after end");
-  fails(header_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1}})", data), "unknown field 'x'");
-  fails(header_file(R"({"a":{"dtype":"F32","shape":[2]}})", data), "data_offsets");
-  fails(header_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", data), "starts at byte 4");
-  fails(header_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", std::string(12, '\0')), "expected 8");
-  fails(header_file(ok, data + "xx"), "trailing bytes");
-  fails(header_file(ok, data.substr(0, 4)), "truncated file");
-  fails(header_file(R"({"__metadata__":{"k":1},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", data), "not a string");
-  fails(header_file(R"({"a":{"dtype":"BOOL","shape":[1],"data_offsets":[0,1]}})", std::string(1, '\x07')), "only 0 and 1");
+  fails(testing::safetensors_bytes(R"(["a"])", ""), "must start with '{'");
+  fails(testing::safetensors_bytes(R"({"a":)", ""), "not valid JSON");
+  fails(testing::safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", data), "duplicate entry 'a'");
+  fails(testing::safetensors_bytes(R"({"a":{"dtype":"Q7","shape":[2],"data_offsets":[0,8]}})", data), "unknown dtype 'Q7'");
+  fails(testing::safetensors_bytes(R"({"a":{"dtype":"C64","shape":[1],"data_offsets":[0,8]}})", data), "does not support");
+  fails(testing::safetensors_bytes(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", data), "needs 12");
+  fails(testing::safetensors_bytes(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", data), "non-negative integer");
+  fails(testing::safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", data), "begin after end");
+  fails(testing::safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1}})", data), "unknown field 'x'");
+  fails(testing::safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2]}})", data), "data_offsets");
+  fails(testing::safetensors_bytes(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", data), "starts at byte 4");
+  fails(testing::safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", std::string(12, '\0')), "expected 8");
+  fails(testing::safetensors_bytes(ok, data + "xx"), "trailing bytes");
+  fails(testing::safetensors_bytes(ok, data.substr(0, 4)), "truncated file");
+  fails(testing::safetensors_bytes(R"({"__metadata__":{"k":1},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", data), "not a string");
+  fails(testing::safetensors_bytes(R"({"a":{"dtype":"BOOL","shape":[1],"data_offsets":[0,1]}})", std::string(1, '\x07')), "only 0 and 1");
 }
 
 TEST_CASE("random corruptions of a valid file never crash", "[safetensors]") {
