@@ -25,7 +25,10 @@
 // plus ≤ 2 ulp from the vectorised exp). f64 uses libm's exp.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "lsformer/ops/cpu/rowwise.h"
@@ -93,12 +96,15 @@ void dropout_factors(T* f, int64_t S, uint64_t base, const LongShortDropout& dro
   }
 }
 
-// Vectors of 64 bytes through GCC's vector extension (lowered to whatever the ISA clone has):
-// the slot and feature loops below keep their accumulators in these.
-template <typename T>
+// Vectors of Bytes bytes through GCC's vector extension: the slot and feature loops below keep
+// their accumulators in these. Bytes is the register width of the ISA the code is compiled for
+// (forward_segment / backward_segment below): a vector wider than the registers is lowered
+// through the stack (the AVX2 build of 64-byte vectors ran this kernel 2.1× slower than 32-byte
+// ones on an AVX2 EPYC). Scratch panels are padded to the widest (64 bytes), a multiple of all.
+template <typename T, int Bytes = 64>
 struct Simd {
-  static constexpr int64_t W = int64_t(64 / sizeof(T));
-  typedef T V __attribute__((vector_size(64)));
+  static constexpr int64_t W = int64_t(Bytes / sizeof(T));
+  typedef T V __attribute__((vector_size(Bytes)));
   [[gnu::always_inline]] static V load(const T* p) {
     V v;
     __builtin_memcpy(&v, p, sizeof(V));
@@ -145,9 +151,9 @@ void transpose_into(T* dst, int64_t ld, int64_t c0, const T* const* rows, int64_
 // out [nq × ld] = a [nq × e] · bt [e × ld]: the logits (a = queries, bt = keysᵀ) or the value
 // products (a = dout, bt = valuesᵀ) of one segment. Four queries share each loaded key vector
 // and give four independent FMA chains.
-template <typename T>
+template <typename T, int Bytes>
 LSF_LS_INLINE void tile_products(T* out, const T* a, const T* bt, int64_t nq, int64_t e, int64_t ld) {
-  using S = Simd<T>;
+  using S = Simd<T, Bytes>;
   using V = typename S::V;
   for (int64_t c = 0; c < ld; c += S::W) {
     int64_t qi = 0;
@@ -176,10 +182,10 @@ LSF_LS_INLINE void tile_products(T* out, const T* a, const T* bt, int64_t nq, in
 
 // out [nq × e] = w [nq × ld] · rows (m rows of e; overwrites): the probability-weighted row sums
 // of a segment's queries. Four queries share each loaded row vector.
-template <typename T>
+template <typename T, int Bytes>
 LSF_LS_INLINE void combine_rows(T* out, int64_t nq, const T* w, int64_t ld, const T* const* rows, int64_t m,
                                 int64_t e) {
-  using S = Simd<T>;
+  using S = Simd<T, Bytes>;
   using V = typename S::V;
   int64_t f = 0;
   for (; f + S::W <= e; f += S::W) {
@@ -216,9 +222,9 @@ LSF_LS_INLINE void combine_rows(T* out, int64_t nq, const T* w, int64_t ld, cons
 // dst [m × e] += Σ_qi w[qi·ld + i]·a_qi over the nq rows of a segment (accumulates). Four
 // (then two) destination rows share each loaded a vector; every element still sums its terms
 // in qi order.
-template <typename T>
+template <typename T, int Bytes>
 LSF_LS_INLINE void accumulate_outer(T* dst, const T* w, int64_t ld, const T* a, int64_t nq, int64_t m, int64_t e) {
-  using S = Simd<T>;
+  using S = Simd<T, Bytes>;
   using V = typename S::V;
   int64_t f = 0;
   for (; f + S::W <= e; f += S::W) {
@@ -341,12 +347,12 @@ LSF_LS_INLINE T softmax_row(T* lg, const uint8_t* valid, int64_t R, int64_t s) {
 // Softmax and context of the d.seg queries starting at t0 (one segment: one window tile).
 // qs, os [seg × e] query and output rows; lses [seg]; drop_base: dropout index of slot 0 of
 // the first row. Compiled per ISA (the helpers inline into each clone).
-template <typename T>
-LSF_SIMD_CLONES void forward_segment(const Dims& d, Scratch<T>& sc, const T* qs, const T* vb, const T* vh,
+template <typename T, int Bytes>
+LSF_LS_INLINE void forward_segment_body(const Dims& d, Scratch<T>& sc, const T* qs, const T* vb, const T* vh,
                                      const uint8_t* mb, T* os, T* lses, int64_t t0, uint64_t drop_base,
                                      const LongShortDropout& drop) {
   const int64_t S = d.S(), e = d.e;
-  tile_products(sc.lg.data(), qs, sc.kt.data(), d.seg, e, sc.ld);
+  tile_products<T, Bytes>(sc.lg.data(), qs, sc.kt.data(), d.seg, e, sc.ld);
   for (int64_t qi = 0; qi < d.seg; ++qi) {
     T* p = sc.lg.data() + qi * sc.ld;
     lses[qi] = std::numeric_limits<T>::infinity();  // padded query: every p is 0
@@ -361,20 +367,20 @@ LSF_SIMD_CLONES void forward_segment(const Dims& d, Scratch<T>& sc, const T* qs,
       for (int64_t i = 0; i < S; ++i) p[i] *= sc.f[size_t(i)];
     }
   }
-  combine_rows(os, d.seg, sc.lg.data(), sc.ld, sc.vrow.data(), S, e);
+  combine_rows<T, Bytes>(os, d.seg, sc.lg.data(), sc.ld, sc.vrow.data(), S, e);
 }
 
 // Gradients of the d.seg queries starting at t0: dq rows (overwritten, when dqs), dK̄/dV̄
 // partials pk, pv [R × e] and the window band rows bk, bv [s × e] starting at key t0 − ext
 // (accumulated). qs, gs [seg × e] query and dout rows; lses [seg].
-template <typename T>
-LSF_SIMD_CLONES void backward_segment(const Dims& d, Scratch<T>& sc, const T* qs, const T* gs, const T* kb,
+template <typename T, int Bytes>
+LSF_LS_INLINE void backward_segment_body(const Dims& d, Scratch<T>& sc, const T* qs, const T* gs, const T* kb,
                                       const T* kh, const uint8_t* mb, const T* lses, int64_t t0, uint64_t drop_base,
                                       const LongShortDropout& drop, T* dqs, T* pk, T* pv, T* bk, T* bv) {
   const int64_t S = d.S(), e = d.e;
   const bool dropout = drop.threshold != 0 || drop.scale != 1.0;
-  tile_products(sc.lg.data(), qs, sc.kt.data(), d.seg, e, sc.ld);  // logits
-  tile_products(sc.dp.data(), gs, sc.vt.data(), d.seg, e, sc.ld);  // dout·v
+  tile_products<T, Bytes>(sc.lg.data(), qs, sc.kt.data(), d.seg, e, sc.ld);  // logits
+  tile_products<T, Bytes>(sc.dp.data(), gs, sc.vt.data(), d.seg, e, sc.ld);  // dout·v
   // Per row: p_i = exp(l_i − lse), f_i the dropout factor, dp_i = f_i·(dout·v_i),
   // D = Σ p_i·dp_i; then dlogit_i = p_i·(dp_i − D) (into lg) and pd_i = p_i·f_i (into pd).
   for (int64_t qi = 0; qi < d.seg; ++qi) {
@@ -409,16 +415,65 @@ LSF_SIMD_CLONES void backward_segment(const Dims& d, Scratch<T>& sc, const T* qs
     for (int64_t i = 0; i < S; ++i) g[i] *= dpr[i] - D;
   }
   if (dqs != nullptr)
-    combine_rows(dqs, d.seg, sc.lg.data(), sc.ld, sc.krow.data(), S, e);
+    combine_rows<T, Bytes>(dqs, d.seg, sc.lg.data(), sc.ld, sc.krow.data(), S, e);
   if (pk != nullptr) {
-    accumulate_outer(pk, sc.lg.data(), sc.ld, qs, d.seg, d.R, e);
-    accumulate_outer(pv, sc.pd.data(), sc.ld, gs, d.seg, d.R, e);
+    accumulate_outer<T, Bytes>(pk, sc.lg.data(), sc.ld, qs, d.seg, d.R, e);
+    accumulate_outer<T, Bytes>(pv, sc.pd.data(), sc.ld, gs, d.seg, d.R, e);
   }
   if (bk != nullptr) {
-    accumulate_outer(bk, sc.lg.data() + d.R, sc.ld, qs, d.seg, d.s, e);
-    accumulate_outer(bv, sc.pd.data() + d.R, sc.ld, gs, d.seg, d.s, e);
+    accumulate_outer<T, Bytes>(bk, sc.lg.data() + d.R, sc.ld, qs, d.seg, d.s, e);
+    accumulate_outer<T, Bytes>(bv, sc.pd.data() + d.R, sc.ld, gs, d.seg, d.s, e);
   }
 }
+
+// forward_segment / backward_segment: the bodies above compiled once per x86-64 level with that
+// level's vector width (AVX-512: 64 bytes, AVX2: 32, baseline SSE2: 16), the widest the CPU
+// runs picked once at run time. Elsewhere one build with 64-byte vectors.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+enum class VectorLevel { Baseline, Avx2, Avx512 };
+inline VectorLevel vector_level() {
+  static const VectorLevel level = [] {
+    __builtin_cpu_init();
+    VectorLevel best = __builtin_cpu_supports("x86-64-v4")   ? VectorLevel::Avx512
+                       : __builtin_cpu_supports("x86-64-v3") ? VectorLevel::Avx2
+                                                             : VectorLevel::Baseline;
+    // LSF_CPU_VECTOR_LEVEL=baseline|avx2 caps the level, so that the tests run every build a
+    // CPU can run (tests/CMakeLists.txt runs test_long_short once more with baseline).
+    if (const char* cap = std::getenv("LSF_CPU_VECTOR_LEVEL")) {
+      const std::string c = cap;
+      if (c == "baseline") best = VectorLevel::Baseline;
+      else if (c == "avx2" && best == VectorLevel::Avx512) best = VectorLevel::Avx2;
+    }
+    return best;
+  }();
+  return level;
+}
+#define LSF_LS_PER_LEVEL(name)                                                                        \
+  template <typename T, typename... Args>                                                             \
+  [[gnu::target("arch=x86-64-v4")]] void name##_avx512(Args&&... args) { name##_body<T, 64>(std::forward<Args>(args)...); } \
+  template <typename T, typename... Args>                                                             \
+  [[gnu::target("arch=x86-64-v3")]] void name##_avx2(Args&&... args) { name##_body<T, 32>(std::forward<Args>(args)...); } \
+  template <typename T, typename... Args>                                                             \
+  void name##_baseline(Args&&... args) { name##_body<T, 16>(std::forward<Args>(args)...); }   \
+  template <typename T, typename... Args>                                                             \
+  void name(Args&&... args) {                                                                         \
+    switch (vector_level()) {                                                                         \
+      case VectorLevel::Avx512: return name##_avx512<T>(std::forward<Args>(args)...);                 \
+      case VectorLevel::Avx2: return name##_avx2<T>(std::forward<Args>(args)...);                     \
+      case VectorLevel::Baseline: break;                                                              \
+    }                                                                                                 \
+    name##_baseline<T>(std::forward<Args>(args)...);                                                  \
+  }
+#else
+#define LSF_LS_PER_LEVEL(name)            \
+  template <typename T, typename... Args> \
+  void name(Args&&... args) {             \
+    name##_body<T, 64>(std::forward<Args>(args)...); \
+  }
+#endif
+LSF_LS_PER_LEVEL(forward_segment)
+LSF_LS_PER_LEVEL(backward_segment)
+#undef LSF_LS_PER_LEVEL
 
 template <typename T>
 void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -449,7 +504,7 @@ void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const T
       load_global(sc, kb, vb, d, false);
       for (int64_t t0 = c * d.L; t0 < c * d.L + d.rows(c); t0 += d.seg) {
         load_window(sc, kh, vh, mb, t0, d, false, t0 > c * d.L);
-        forward_segment(d, sc, Q + (bh * d.n + t0) * e, vb, vh, mb, O + (bh * d.n + t0) * e, LSE + bh * d.n + t0, t0,
+        forward_segment<T>(d, sc, Q + (bh * d.n + t0) * e, vb, vh, mb, O + (bh * d.n + t0) * e, LSE + bh * d.n + t0, t0,
                         uint64_t((bh * d.n + t0) * S), drop);
       }
     }
@@ -513,7 +568,7 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
       load_global(sc, kb, vb, d, true);
       for (int64_t t0 = c * d.L; t0 < c * d.L + Lc; t0 += d.seg) {
         load_window(sc, kh, vh, mb, t0, d, true, t0 > c * d.L);
-        backward_segment(d, sc, Q + (bh * d.n + t0) * e, DO + (bh * d.n + t0) * e, kb, kh, mb, LSE + bh * d.n + t0, t0,
+        backward_segment<T>(d, sc, Q + (bh * d.n + t0) * e, DO + (bh * d.n + t0) * e, kb, kh, mb, LSE + bh * d.n + t0, t0,
                          uint64_t((bh * d.n + t0) * S), drop, want_q ? DQ + (bh * d.n + t0) * e : nullptr, pk, pv,
                          want_kv ? band_k.data() + (t0 - d.ext - band0) * e : nullptr,
                          want_kv ? band_v.data() + (t0 - d.ext - band0) * e : nullptr);
