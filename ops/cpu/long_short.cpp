@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "lsformer/ops/cpu/rowwise.h"
+#include "lsformer/ops/cpu/simd.h"
 #include "lsformer/ops/long_short.h"
 #include "lsformer/ops/kernels/long_short.h"
 
@@ -430,13 +431,9 @@ LSF_LS_INLINE void backward_segment_body(const Dims& d, Scratch<T>& sc, const T*
 // level's vector width (AVX-512: 64 bytes, AVX2: 32, baseline SSE2: 16), the widest the CPU
 // runs picked once at run time. Elsewhere one build with 64-byte vectors.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-enum class VectorLevel { Baseline, Avx2, Avx512 };
 inline VectorLevel vector_level() {
   static const VectorLevel level = [] {
-    __builtin_cpu_init();
-    VectorLevel best = __builtin_cpu_supports("x86-64-v4")   ? VectorLevel::Avx512
-                       : __builtin_cpu_supports("x86-64-v3") ? VectorLevel::Avx2
-                                                             : VectorLevel::Baseline;
+    VectorLevel best = supported_vector_levels().front();
     // LSF_CPU_VECTOR_LEVEL=baseline|avx2 caps the level, so that the tests run every build a
     // CPU can run (tests/CMakeLists.txt runs test_long_short once more with baseline).
     if (const char* cap = std::getenv("LSF_CPU_VECTOR_LEVEL")) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "lsformer/engine/error.h"
+#include "lsformer/ops/cpu/simd.h"
 
 namespace lsf::cpu {
 namespace {
@@ -180,22 +181,11 @@ template <typename T>
 LSF_TARGET_V4 void rows_v4(const Product<T>& p, int64_t i0, int64_t i1, bool ta) { rows_any<T, 64, 6, 4>(p, i0, i1, ta); }
 #endif
 
-enum class Variant { V4, V3, Baseline };
-constexpr const char* kVariantNames[] = {"x86-64-v4", "x86-64-v3", "baseline"};
-
-std::vector<Variant> supported_variants() {
-  std::vector<Variant> v;
-#if LSF_SKINNY_X86
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("x86-64-v4")) v.push_back(Variant::V4);
-  if (__builtin_cpu_supports("x86-64-v3")) v.push_back(Variant::V3);
-#endif
-  v.push_back(Variant::Baseline);
-  return v;
-}
+// The kernel's variants are the CPU's vector levels (ops/cpu/simd.h).
+using Variant = VectorLevel;
 
 std::atomic<Variant>& selected_variant() {
-  static std::atomic<Variant> selected{supported_variants().front()};
+  static std::atomic<Variant> selected{supported_vector_levels().front()};
   return selected;
 }
 
@@ -203,8 +193,8 @@ template <typename T>
 void run_rows(const Product<T>& p, int64_t i0, int64_t i1, bool ta) {
   switch (selected_variant().load(std::memory_order_relaxed)) {
 #if LSF_SKINNY_X86
-    case Variant::V4: return rows_v4<T>(p, i0, i1, ta);
-    case Variant::V3: return rows_v3<T>(p, i0, i1, ta);
+    case Variant::Avx512: return rows_v4<T>(p, i0, i1, ta);
+    case Variant::Avx2: return rows_v3<T>(p, i0, i1, ta);
 #endif
     default: return rows_baseline<T>(p, i0, i1, ta);
   }
@@ -272,13 +262,13 @@ bool skinny_gemm_applies(int64_t m, int64_t n, int64_t k) {
 
 std::vector<std::string> skinny_gemm_variants() {
   std::vector<std::string> names;
-  for (Variant v : supported_variants()) names.push_back(kVariantNames[int(v)]);
+  for (Variant v : supported_vector_levels()) names.push_back(vector_level_name(v));
   return names;
 }
 
 void select_skinny_gemm_variant(const std::string& name) {
-  for (Variant v : supported_variants())
-    if (name == kVariantNames[int(v)]) {
+  for (Variant v : supported_vector_levels())
+    if (name == vector_level_name(v)) {
       selected_variant().store(v);
       return;
     }
