@@ -1,6 +1,6 @@
-"""Shared by the benchmark scripts (run_cpu_ops.py, run_attention.py, torch_ops.py,
-torch_long_short.py): machine facts for RESULTS.md, running a C++ benchmark that prints JSON
-lines, the timing method (the same as bench_timing.h's), and number formatting.
+"""Shared by the benchmark scripts (the run_*.py runners and the torch_*.py peers): machine
+facts for RESULTS.md, running a C++ benchmark that prints JSON lines, the timing method (the
+same as bench_timing.h's), number formatting, and the runners' common flags and setup lines.
 
 Imports nothing heavy (no torch): torch_ops.py sets OPENBLAS_NUM_THREADS before torch loads.
 """
@@ -8,6 +8,7 @@ import ctypes
 import json
 import math
 import os
+import platform
 import shlex
 import subprocess
 import sys
@@ -138,3 +139,47 @@ def update_section(path, begin, end, section):
     with open(path, "w") as f:
         f.write(text)
     print(f"updated {path}", file=sys.stderr)
+
+
+# ---- what every runner (run_*.py) shares: its common flags, --env, and the setup lines ----------
+
+def add_runner_args(p, peer, dump_dir=True, clock_help="wall (default) or cpu time"):
+    """The flags every runner takes: --threads, --clock, --results, --no-write, --note, --python
+    (the interpreter of `peer`, the PyTorch script), --env and (dump_dir) --dump-dir."""
+    p.add_argument("--threads", type=int, required=True, help="threads for both sides")
+    p.add_argument("--clock", choices=("wall", "cpu"), default="wall", help=clock_help)
+    p.add_argument("--results", default=os.path.join(HERE, "RESULTS.md"), help="the RESULTS.md to update")
+    p.add_argument("--no-write", action="store_true", help="print the tables only")
+    p.add_argument("--note", action="append", default=[], help="a line to add under the tables (repeatable)")
+    p.add_argument("--python", default="/usr/bin/python3", help=f"interpreter for {peer}")
+    if dump_dir:
+        p.add_argument("--dump-dir", default=None, help="where the cases are dumped (default: a temporary directory)")
+    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                   help="environment variable for both sides, e.g. OMP_WAIT_POLICY=passive (repeatable)")
+
+
+def runner_env(args, tool):
+    """os.environ with every --env NAME=VALUE set; exits with status 2 naming a malformed one."""
+    env = dict(os.environ)
+    for item in args.env:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            print(f"{tool}: --env expects NAME=VALUE, got {item!r}", file=sys.stderr)
+            sys.exit(2)
+        env[name] = value
+    return env
+
+
+def setup_lines(args, load_before, load_after, lsf_meta):
+    """The Machine, Threads and lsformer lines that open every results section."""
+    build = lsf_meta.get("build_info", "").strip().splitlines()
+    return [f"- Machine: {machine()}; Linux {platform.release()}.",
+            f"- Threads: {args.threads} on both sides (lsformer: `--threads`, OpenMP + OpenBLAS; PyTorch: "
+            f"`torch.set_num_threads` + `OPENBLAS_NUM_THREADS`). Load average before / after: "
+            f"{load_before} / {load_after}. Environment set for both: "
+            f"{', '.join(f'`{e}`' for e in args.env) if args.env else 'none'}.",
+            f"- lsformer: {build[0] if build else 'unknown'}; {build[1].strip() if len(build) > 1 else ''}"]
+
+
+def fmt_mib(b, digits=1):
+    return "—" if b is None else f"{b / 2 ** 20:.{digits}f}"

@@ -23,7 +23,6 @@ replaced; other sections stay as they are.
 import argparse
 import datetime
 import os
-import platform
 import shlex
 import statistics
 import subprocess
@@ -32,7 +31,9 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-from bench_common import fmt_ms, git_revision, loadavg, machine, update_section  # noqa: E402
+from bench_common import (  # noqa: E402
+    add_runner_args, fmt_mib, fmt_ms, git_revision, loadavg, runner_env, setup_lines,
+    update_section)
 from bench_common import run_json as _run_json  # noqa: E402
 
 
@@ -46,7 +47,6 @@ LS_TARGET, SPEEDUP_TARGET, RATIO_FROM_N = 2.2, 5.0, 4096
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("bench_attention", help="path to the built bench_attention binary")
-    p.add_argument("--threads", type=int, required=True, help="threads for both sides")
     p.add_argument("--rounds", type=int, default=3, help="rounds of the LRA comparison (default 3)")
     p.add_argument("--scaling-rounds", type=int, default=5,
                    help="processes timing each long-short scaling case; per case the fastest of their medians (default 5)")
@@ -56,21 +56,11 @@ def parse_args():
     p.add_argument("--max-bytes", type=float, default=8 * 2 ** 30,
                    help="skip full attention when its n x n logits exceed this (default 8 GiB)")
     p.add_argument("--max-n", type=int, default=65536, help="largest n of the scaling sweep (default 65536)")
-    p.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="wall (default) or cpu time")
     p.add_argument("--skip-scaling", action="store_true", help="run the LRA comparison only")
     p.add_argument("--skip-lra", action="store_true", help="run the scaling sweep only")
-    p.add_argument("--results", default=os.path.join(HERE, "RESULTS.md"), help="the RESULTS.md to update")
-    p.add_argument("--no-write", action="store_true", help="print the tables only")
-    p.add_argument("--note", action="append", default=[], help="a line to add under the tables (repeatable)")
-    p.add_argument("--python", default="/usr/bin/python3", help="interpreter for torch_long_short.py")
-    p.add_argument("--dump-dir", default=None, help="where the LRA case is dumped (default: a temporary directory)")
-    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                   help="environment variable for both sides, e.g. OMP_WAIT_POLICY=passive (repeatable)")
+    add_runner_args(p, "torch_long_short.py")
     return p.parse_args()
 
-
-def fmt_mib(b):
-    return "—" if b is None else f"{b / 2 ** 20:.1f}"
 
 
 def lra_part(args, env, common, dump_dir):
@@ -211,13 +201,7 @@ def scaling_part(args, env, common):
 def main():
     args = parse_args()
     args.bench_attention = os.path.abspath(args.bench_attention)
-    env = dict(os.environ)
-    for item in args.env:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            print(f"run_attention: --env expects NAME=VALUE, got {item!r}", file=sys.stderr)
-            return 2
-        env[name] = value
+    env = runner_env(args, "run_attention")
     common = ["--threads", str(args.threads), "--sample-time", str(args.sample_time), "--clock", args.clock]
     load_before = loadavg()
     body, summary, pt_meta, lsf_meta = [], [], {}, {}
@@ -237,16 +221,10 @@ def main():
     print("\n".join(body))
 
     cmd_text = shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
-    build = lsf_meta.get("build_info", "").strip().splitlines()
     out = [BEGIN, "## Attention on the CPU (long-short vs full attention, and vs PyTorch)", "",
            f"Produced by `/usr/bin/python3 {cmd_text}` on {datetime.date.today().isoformat()} "
            f"(lsformer {git_revision()}).", "",
-           f"- Machine: {machine()}; Linux {platform.release()}.",
-           f"- Threads: {args.threads} on both sides (lsformer: `--threads`, OpenMP + OpenBLAS; PyTorch: "
-           f"`torch.set_num_threads` + `OPENBLAS_NUM_THREADS`). Load average before / after: "
-           f"{load_before} / {load_after}. Environment set for both: "
-           f"{', '.join(f'`{e}`' for e in args.env) if args.env else 'none'}.",
-           f"- lsformer: {build[0] if build else 'unknown'}; {build[1].strip() if len(build) > 1 else ''}",
+           *setup_lines(args, load_before, load_after, lsf_meta),
            (f"- PyTorch {pt_meta.get('version', 'unknown')} (Debian, Python {pt_meta.get('python', '?')}); its BLAS: "
             f"{pt_meta.get('openblas_config', 'unknown')}." if pt_meta else "- PyTorch: not run."),
            f"- Method: median per-call time of forward + backward after warm-up ({args.clock}-clock time, "

@@ -17,7 +17,6 @@ import argparse
 import datetime
 import math
 import os
-import platform
 import shlex
 import statistics
 import subprocess
@@ -25,7 +24,9 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-from bench_common import fmt_ms, git_revision, loadavg, machine, run_json, update_section  # noqa: E402
+from bench_common import (  # noqa: E402
+    add_runner_args, fmt_ms, git_revision, loadavg, run_json, runner_env, setup_lines,
+    update_section)
 BEGIN, END = "<!-- cpu-ops:begin -->", "<!-- cpu-ops:end -->"
 PHASES = ("forward", "forward_backward")
 
@@ -33,18 +34,10 @@ PHASES = ("forward", "forward_backward")
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("bench_ops", help="path to the built bench_ops binary")
-    p.add_argument("--threads", type=int, required=True, help="threads for both sides")
     p.add_argument("--rounds", type=int, default=3, help="rounds per case (default 3)")
     p.add_argument("--budget", type=float, default=1.0, help="sampling seconds per measurement (default 1.0)")
-    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                   help="wall (default) or cpu: process CPU time (meaningful with --threads 1 on a busy machine)")
     p.add_argument("--filter", default="", help='only cases whose "op case" contains TEXT')
-    p.add_argument("--results", default=os.path.join(HERE, "RESULTS.md"), help="the RESULTS.md to update")
-    p.add_argument("--no-write", action="store_true", help="print the table only")
-    p.add_argument("--note", action="append", default=[], help="a line to add under the table (repeatable)")
-    p.add_argument("--python", default="/usr/bin/python3", help="interpreter for torch_ops.py")
-    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                   help="environment variable for both sides, e.g. OMP_WAIT_POLICY=passive (repeatable)")
+    add_runner_args(p, "torch_ops.py", dump_dir=False, clock_help="wall (default) or cpu: process CPU time (meaningful with --threads 1 on a busy machine)")
     return p.parse_args()
 
 
@@ -67,13 +60,7 @@ def main():
         print("run_cpu_ops: no case matches the filter", file=sys.stderr)
         return 2
 
-    env = dict(os.environ)
-    for item in args.env:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            print(f"run_cpu_ops: --env expects NAME=VALUE, got {item!r}", file=sys.stderr)
-            return 2
-        env[name] = value
+    env = runner_env(args, "run_cpu_ops")
     load_before = loadavg()
     times = {}  # (impl, case, phase) -> [median_ms per round]
     mins = {}   # (impl, case, phase) -> [min_ms per round]
@@ -137,16 +124,10 @@ def main():
     geo = {p: math.exp(statistics.mean(math.log(r) for r in v)) for p, v in summary.items() if v}
     cmd_text = shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
     lsf_meta, pt_meta = metas.get("lsformer", {}), metas.get("pytorch", {})
-    build = lsf_meta.get("build_info", "").strip().splitlines()
     out = [BEGIN, "## CPU ops vs PyTorch", "",
            f"Produced by `/usr/bin/python3 {cmd_text}` on {datetime.date.today().isoformat()} "
            f"(lsformer {git_revision()}).", "",
-           f"- Machine: {machine()}; Linux {platform.release()}.",
-           f"- Threads: {args.threads} on both sides (lsformer: `--threads`, OpenMP + OpenBLAS; PyTorch: "
-           f"`torch.set_num_threads` + `OPENBLAS_NUM_THREADS`). Load average before / after: "
-           f"{load_before} / {load_after}. Environment set for both: "
-           f"{', '.join(f'`{e}`' for e in args.env) if args.env else 'none'}.",
-           f"- lsformer: {build[0] if build else 'unknown'}; {build[1].strip() if len(build) > 1 else ''}",
+           *setup_lines(args, load_before, load_after, lsf_meta),
            f"- PyTorch {pt_meta.get('version', 'unknown')} (Debian, Python {pt_meta.get('python', '?')}); "
            f"its BLAS: {pt_meta.get('openblas_config', 'unknown')} via libblas.so.3.",
            f"- Method: {args.rounds} rounds; in each, per case, one lsformer and one PyTorch process "

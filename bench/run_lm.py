@@ -26,7 +26,6 @@ other sections stay as they are.
 import argparse
 import datetime
 import os
-import platform
 import shlex
 import statistics
 import sys
@@ -34,7 +33,9 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-from bench_common import fmt_ms, git_revision, loadavg, machine, update_section  # noqa: E402
+from bench_common import (  # noqa: E402
+    add_runner_args, fmt_mib, fmt_ms, git_revision, loadavg, runner_env, setup_lines,
+    update_section)
 from bench_common import run_json as _run_json  # noqa: E402
 
 BEGIN, END = "<!-- lm-cpu:begin -->", "<!-- lm-cpu:end -->"
@@ -52,7 +53,6 @@ def run_json(cmd, env, allow_fail=False):
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("bench_lm", help="path to the built bench_lm binary")
-    p.add_argument("--threads", type=int, required=True, help="threads for both sides")
     p.add_argument("--configs", default="small,paper", help="training configurations (default small,paper)")
     p.add_argument("--rounds", type=int, default=5, help="alternating rounds per configuration (default 5)")
     p.add_argument("--sample-time", type=float, default=10.0,
@@ -63,21 +63,11 @@ def parse_args():
     p.add_argument("--paper-min-samples", type=int, default=3, help="the same for the paper config (default 3)")
     p.add_argument("--prompts", default="256,1024,4096,16384", help="prompt lengths of the generation table")
     p.add_argument("--gen-sample-time", type=float, default=3.0, help="sampling seconds per generation case")
-    p.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="wall (default) or cpu time")
     p.add_argument("--skip-train", action="store_true", help="generation only")
     p.add_argument("--skip-generate", action="store_true", help="training only")
-    p.add_argument("--results", default=os.path.join(HERE, "RESULTS.md"), help="the RESULTS.md to update")
-    p.add_argument("--no-write", action="store_true", help="print the tables only")
-    p.add_argument("--note", action="append", default=[], help="a line to add under the tables (repeatable)")
-    p.add_argument("--python", default="/usr/bin/python3", help="interpreter for torch_lm.py")
-    p.add_argument("--dump-dir", default=None, help="where the cases are dumped (default: a temporary directory)")
-    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                   help="environment variable for both sides, e.g. OMP_WAIT_POLICY=passive (repeatable)")
+    add_runner_args(p, "torch_lm.py")
     return p.parse_args()
 
-
-def fmt_mib(b):
-    return "—" if b is None else f"{b / 2 ** 20:.0f}"
 
 
 def train_part(args, env, config, dump_dir):
@@ -125,9 +115,9 @@ def train_part(args, env, config, dump_dir):
              "peak RSS growth MiB | allocator peak growth MiB |",
              "|---|---|---|---|---|---|---|",
              f"| lsformer | {fmt_ms(med['lsformer'])} | {fmt_ms(best['lsformer'])} | {tokens / med['lsformer'] * 1e3:.0f} | "
-             f"{tokens / best['lsformer'] * 1e3:.0f} | {fmt_mib(rss['lsformer'])} | {fmt_mib(alloc)} |",
+             f"{tokens / best['lsformer'] * 1e3:.0f} | {fmt_mib(rss['lsformer'], 0)} | {fmt_mib(alloc, 0)} |",
              f"| PyTorch {pt_meta.get('version', '?')} | {fmt_ms(med['pytorch'])} | {fmt_ms(best['pytorch'])} | "
-             f"{tokens / med['pytorch'] * 1e3:.0f} | {tokens / best['pytorch'] * 1e3:.0f} | {fmt_mib(rss['pytorch'])} | — |",
+             f"{tokens / med['pytorch'] * 1e3:.0f} | {tokens / best['pytorch'] * 1e3:.0f} | {fmt_mib(rss['pytorch'], 0)} | — |",
              "",
              f"**Speed-up (PyTorch / lsformer step time): {speed:.2f}× on the medians, {speed_best:.2f}× on the fastest "
              f"steps** (target ≥ {SPEEDUP_TARGET:.0f}×: {'met' if min(speed, speed_best) >= SPEEDUP_TARGET else 'NOT met'}). "
@@ -185,13 +175,7 @@ def generate_part(args, env):
 def main():
     args = parse_args()
     args.bench_lm = os.path.abspath(args.bench_lm)
-    env = dict(os.environ)
-    for item in args.env:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            print(f"run_lm: --env expects NAME=VALUE, got {item!r}", file=sys.stderr)
-            return 2
-        env[name] = value
+    env = runner_env(args, "run_lm")
     load_before = loadavg()
     lsf_meta, _, _ = run_json([args.bench_lm, "--threads", str(args.threads), "--filter", "none-such"], env)
     body, summary, pt_meta = [], [], {}
@@ -211,16 +195,10 @@ def main():
     print("\n".join(body))
 
     cmd_text = shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
-    build = lsf_meta.get("build_info", "").strip().splitlines()
     out = [BEGIN, "## char-LM speed on the CPU (issue #13)", "",
            f"Produced by `/usr/bin/python3 {cmd_text}` on {datetime.date.today().isoformat()} "
            f"(lsformer {git_revision()}).", "",
-           f"- Machine: {machine()}; Linux {platform.release()}.",
-           f"- Threads: {args.threads} on both sides (lsformer: `--threads`, OpenMP + OpenBLAS; PyTorch: "
-           f"`torch.set_num_threads` + `OPENBLAS_NUM_THREADS`). Load average before / after: "
-           f"{load_before} / {load_after}. Environment set for both: "
-           f"{', '.join(f'`{e}`' for e in args.env) if args.env else 'none'}.",
-           f"- lsformer: {build[0] if build else 'unknown'}; {build[1].strip() if len(build) > 1 else ''}",
+           *setup_lines(args, load_before, load_after, lsf_meta),
            (f"- PyTorch {pt_meta.get('version', 'unknown')} (Debian, Python {pt_meta.get('python', '?')}); its BLAS: "
             f"{pt_meta.get('openblas_config', 'unknown')}. The model: `bench/torch_lm.py`, written from "
             "docs/transformer-ls.md §3 (batched tile products for the window, gathered chunk positions, one softmax)."

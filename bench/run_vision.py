@@ -26,7 +26,6 @@ replaced; other sections stay as they are.
 import argparse
 import datetime
 import os
-import platform
 import shlex
 import statistics
 import sys
@@ -34,7 +33,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-from bench_common import git_revision, loadavg, machine, update_section  # noqa: E402
+from bench_common import (  # noqa: E402
+    add_runner_args, fmt_mib, git_revision, loadavg, runner_env, setup_lines, update_section)
 from bench_common import run_json as _run_json  # noqa: E402
 
 BEGIN, END = "<!-- vision-cpu:begin -->", "<!-- vision-cpu:end -->"
@@ -56,25 +56,14 @@ def run_json(cmd, env, allow_fail=False):
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("bench_vision", help="path to the built bench_vision binary")
-    p.add_argument("--threads", type=int, required=True, help="threads for both sides")
     p.add_argument("--rounds", type=int, default=3, help="rounds of the comparison (default 3)")
     p.add_argument("--sample-time", type=float, default=5.0, help="sampling seconds per case and process (default 5)")
-    p.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="wall (default) or cpu time")
     p.add_argument("--filter", default="", help="only cases whose name contains TEXT")
     p.add_argument("--skip-cost", action="store_true", help="leave out the GFLOPs table")
     p.add_argument("--allow-mismatch", action="store_true", help="time even when the check fails")
-    p.add_argument("--results", default=os.path.join(HERE, "RESULTS.md"), help="the RESULTS.md to update")
-    p.add_argument("--no-write", action="store_true", help="print the tables only")
-    p.add_argument("--note", action="append", default=[], help="a line to add under the tables (repeatable)")
-    p.add_argument("--python", default="/usr/bin/python3", help="interpreter for torch_vision.py")
-    p.add_argument("--dump-dir", default=None, help="where the cases are dumped (default: a temporary directory)")
-    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                   help="environment variable for both sides, e.g. OMP_WAIT_POLICY=passive (repeatable)")
+    add_runner_args(p, "torch_vision.py")
     return p.parse_args()
 
-
-def fmt_mib(b):
-    return "—" if b is None else f"{b / 2 ** 20:.1f}"
 
 
 def fmt_rate(v):
@@ -175,13 +164,7 @@ def cost_table(args, env):
 def main():
     args = parse_args()
     args.bench_vision = os.path.abspath(args.bench_vision)
-    env = dict(os.environ)
-    for item in args.env:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            print(f"run_vision: --env expects NAME=VALUE, got {item!r}", file=sys.stderr)
-            return 2
-        env[name] = value
+    env = runner_env(args, "run_vision")
     load_before = loadavg()
     lsf_meta, _, _ = run_json([args.bench_vision, "--threads", str(args.threads), "--filter", "none-such"], env)
     with tempfile.TemporaryDirectory() as tmp:
@@ -212,16 +195,10 @@ def main():
     print("\n".join(body))
 
     cmd_text = shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
-    build = lsf_meta.get("build_info", "").strip().splitlines()
     out = [BEGIN, "## Vision speed on the CPU: ViL-LS, CvT*-LS and the CNN against PyTorch (issue #14)", "",
            f"Produced by `/usr/bin/python3 {cmd_text}` on {datetime.date.today().isoformat()} "
            f"(lsformer {git_revision()}).", "",
-           f"- Machine: {machine()}; Linux {platform.release()}.",
-           f"- Threads: {args.threads} on both sides (lsformer: `--threads`, OpenMP + OpenBLAS; PyTorch: "
-           f"`torch.set_num_threads` + `OPENBLAS_NUM_THREADS`). Load average before / after: "
-           f"{load_before} / {load_after}. Environment set for both: "
-           f"{', '.join(f'`{e}`' for e in args.env) if args.env else 'none'}.",
-           f"- lsformer: {build[0] if build else 'unknown'}; {build[1].strip() if len(build) > 1 else ''}",
+           *setup_lines(args, load_before, load_after, lsf_meta),
            (f"- PyTorch {pt_meta.get('version', 'unknown')} (Debian, Python {pt_meta.get('python', '?')}; convolutions "
             f"through its oneDNN build); its BLAS: {pt_meta.get('openblas_config', 'unknown')}." if pt_meta
             else "- PyTorch: not run."),
