@@ -183,3 +183,20 @@ def setup_lines(args, load_before, load_after, lsf_meta):
 
 def fmt_mib(b, digits=1):
     return "—" if b is None else f"{b / 2 ** 20:.{digits}f}"
+
+
+# ---- what the PyTorch peers that time a dumped case share (torch_long_short/lm/vision.py) -------
+
+def add_peer_args(p, sample_time, warmup, min_samples, max_samples):
+    """--threads, the timing flags of time_call (with these defaults), --clock, --no-check and
+    --no-time."""
+    p.add_argument("--threads", type=int, default=os.cpu_count(), help="threads (default: all processors)")
+    p.add_argument("--sample-time", type=float, default=sample_time, help="sampling time per measurement, seconds")
+    p.add_argument("--warmup", type=int, default=warmup, help="warm-up calls before calibration")
+    p.add_argument("--min-samples", type=int, default=min_samples)
+    p.add_argument("--max-samples", type=int, default=max_samples)
+    p.add_argument("--min-sample-ms", type=float, default=1.0, help="repeat fast calls so one sample lasts at least MS")
+    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                   help="wall: time.perf_counter (default); cpu: process CPU time")
+    p.add_argument("--no-check", action="store_true", help="time only")
+    p.add_argument("--no-time", action="store_true", help="check only")

@@ -52,52 +52,26 @@ import argparse
 import json
 import math
 import os
-import struct
 import sys
+
+from bench_common import add_peer_args, openblas_config, time_call as _time_call  # imports no torch
 
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("dir", help="directory written by bench_lm --dump (DIR/<config>)")
-    p.add_argument("--threads", type=int, default=os.cpu_count(), help="threads (default: all processors)")
-    p.add_argument("--sample-time", type=float, default=10.0, help="sampling time per measurement, seconds")
-    p.add_argument("--warmup", type=int, default=1, help="warm-up steps before calibration")
-    p.add_argument("--min-samples", type=int, default=5)
-    p.add_argument("--max-samples", type=int, default=50)
-    p.add_argument("--min-sample-ms", type=float, default=1.0)
-    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                   help="wall: time.perf_counter (default); cpu: process CPU time")
-    p.add_argument("--no-check", action="store_true", help="time only")
-    p.add_argument("--no-time", action="store_true", help="check only")
+    add_peer_args(p, sample_time=10.0, warmup=1, min_samples=5, max_samples=50)
     return p.parse_args()
 
 
 ARGS = parse_args()
 os.environ["OPENBLAS_NUM_THREADS"] = str(ARGS.threads)
-from bench_common import openblas_config, time_call as _time_call  # noqa: E402
 import torch  # noqa: E402  (after OPENBLAS_NUM_THREADS, which OpenBLAS reads when loaded)
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from torch_common import read_safetensors  # noqa: E402
 
-DTYPES = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64, "I32": torch.int32,
-          "U8": torch.uint8, "BOOL": torch.bool}
 BLOCKS = 4  # distinct token blocks the timed steps cycle through (as bench_lm.cpp)
-
-
-def read_safetensors(path):
-    """(tensors by name, metadata): 8-byte little-endian header length, JSON header, raw data."""
-    with open(path, "rb") as f:
-        raw = f.read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    header = json.loads(raw[8:8 + n])
-    meta = header.pop("__metadata__", {})
-    out = {}
-    for name, e in header.items():
-        b, end = e["data_offsets"]
-        buf = bytearray(raw[8 + n + b:8 + n + end])
-        dtype = DTYPES[e["dtype"]]
-        out[name] = torch.frombuffer(buf, dtype=dtype).reshape(e["shape"]) if buf else torch.zeros(e["shape"], dtype=dtype)
-    return out, meta
 
 
 def proc_status_bytes(field):

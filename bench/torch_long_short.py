@@ -31,52 +31,23 @@ reach; see torch_ops.py).
 import argparse
 import json
 import os
-import struct
 import sys
-import time
+
+from bench_common import add_peer_args, openblas_config, time_call as _time_call  # imports no torch
 
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("dir", help="directory written by bench_attention --dump")
-    p.add_argument("--threads", type=int, default=os.cpu_count(), help="threads (default: all processors)")
-    p.add_argument("--sample-time", type=float, default=1.0, help="sampling time per measurement, seconds")
-    p.add_argument("--warmup", type=int, default=1, help="warm-up calls before calibration")
-    p.add_argument("--min-samples", type=int, default=3)
-    p.add_argument("--max-samples", type=int, default=50)
-    p.add_argument("--min-sample-ms", type=float, default=1.0,
-                   help="repeat fast calls so one sample lasts at least MS")
-    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                   help="wall: time.perf_counter (default); cpu: process CPU time")
-    p.add_argument("--no-check", action="store_true", help="time only")
-    p.add_argument("--no-time", action="store_true", help="check only")
+    add_peer_args(p, sample_time=1.0, warmup=1, min_samples=3, max_samples=50)
     return p.parse_args()
 
 
 ARGS = parse_args()
 os.environ["OPENBLAS_NUM_THREADS"] = str(ARGS.threads)
-from bench_common import openblas_config, time_call as _time_call  # noqa: E402
 import torch  # noqa: E402  (after OPENBLAS_NUM_THREADS, which OpenBLAS reads when loaded)
 import torch.nn.functional as F  # noqa: E402
-
-DTYPES = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64, "I32": torch.int32,
-          "U8": torch.uint8, "BOOL": torch.bool}
-
-
-def read_safetensors(path):
-    """(tensors by name, metadata): 8-byte little-endian header length, JSON header, raw data."""
-    with open(path, "rb") as f:
-        raw = f.read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    header = json.loads(raw[8:8 + n])
-    meta = header.pop("__metadata__", {})
-    out = {}
-    for name, e in header.items():
-        b, end = e["data_offsets"]
-        buf = bytearray(raw[8 + n + b:8 + n + end])
-        dtype = DTYPES[e["dtype"]]
-        out[name] = torch.frombuffer(buf, dtype=dtype).reshape(e["shape"]) if buf else torch.zeros(e["shape"], dtype=dtype)
-    return out, meta
+from torch_common import read_safetensors  # noqa: E402
 
 
 def softmax_fp32(t, dim):
