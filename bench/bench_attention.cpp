@@ -228,21 +228,6 @@ void emit(const Options& opt, const Case& c, const Timing& t, const lsf::MemoryS
   std::fflush(stdout);
 }
 
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (ch == '\n') {
-      out += "\\n";
-    } else if (static_cast<unsigned char>(ch) >= 0x20) {
-      out += ch;
-    }
-  }
-  return out;
-}
-
 // Times one case; returns its median ms. Peak memory comes from one extra call after the timing.
 double measure(const Options& opt, const Case& c) {
   Prepared p = prepare(c);
@@ -286,7 +271,7 @@ int run(const Options& opt) {
       << "--dump writes the LRA case, but --filter '" << opt.filter << "' excludes " << lra.name;
   lsf::set_num_threads(opt.threads > 0 ? opt.threads : int(std::max(1u, std::thread::hardware_concurrency())));
   std::printf("{\"meta\": {\"impl\": \"lsformer\", \"version\": \"%s\", \"threads\": %d, \"build_info\": \"%s\"}}\n",
-              lsf::version().c_str(), lsf::get_num_threads(), json_escape(lsf::build_info()).c_str());
+              lsf::version().c_str(), lsf::get_num_threads(), lsf::bench::json_escape(lsf::build_info()).c_str());
   std::fflush(stdout);
   if (!opt.dump.empty()) dump(opt, lra);
   if (selected(opt, lra)) measure(opt, lra);

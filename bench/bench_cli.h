@@ -107,4 +107,21 @@ int run_main(int argc, char** argv, const char* program, const std::string& syno
   }
 }
 
+// s as the inside of a JSON string: quotes and backslashes escaped, newlines as \n, other
+// control characters dropped (the benchmarks' JSON lines carry build info and shape text).
+inline std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (ch == '\n') {
+      out += "\\n";
+    } else if (static_cast<unsigned char>(ch) >= 0x20) {
+      out += ch;
+    }
+  }
+  return out;
+}
+
 }  // namespace lsf::bench

@@ -132,21 +132,6 @@ const std::vector<Config>& configs() {
   return c;
 }
 
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (ch == '\n') {
-      out += "\\n";
-    } else if (static_cast<unsigned char>(ch) >= 0x20) {
-      out += ch;
-    }
-  }
-  return out;
-}
-
 // The configuration's JSON fields; batch: the batch of the case (training: the config's,
 // generation: 1).
 std::string config_fields(const Config& c, int64_t batch) {
@@ -384,7 +369,7 @@ int run(const Options& opt) {
   }
   lsf::set_num_threads(opt.threads > 0 ? opt.threads : int(std::max(1u, std::thread::hardware_concurrency())));
   std::printf("{\"meta\": {\"impl\": \"lsformer\", \"version\": \"%s\", \"threads\": %d, \"build_info\": \"%s\"}}\n",
-              lsf::version().c_str(), lsf::get_num_threads(), json_escape(lsf::build_info()).c_str());
+              lsf::version().c_str(), lsf::get_num_threads(), lsf::bench::json_escape(lsf::build_info()).c_str());
   std::fflush(stdout);
   for (const Config& c : configs()) {
     if (!selected(opt, "train/" + c.name)) continue;

@@ -281,21 +281,6 @@ std::vector<Case> all_cases() {
 
 // ---- output ----------------------------------------------------------------------------------
 
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (ch == '\n') {
-      out += "\\n";
-    } else if (static_cast<unsigned char>(ch) >= 0x20) {
-      out += ch;
-    }
-  }
-  return out;
-}
-
 void emit(const Options& opt, const char* impl, const Case& c, const char* phase, const Timing& t,
           double gflop) {
   if (opt.json) {
@@ -303,7 +288,7 @@ void emit(const Options& opt, const char* impl, const Case& c, const char* phase
         "{\"impl\": \"%s\", \"op\": \"%s\", \"case\": \"%s\", \"shape\": \"%s\", \"phase\": \"%s\", "
         "\"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, \"samples\": %d, \"inner\": %d, "
         "\"threads\": %d, \"clock\": \"%s\", \"gflop\": %.6f}\n",
-        impl, c.op, c.name, json_escape(c.shape).c_str(), phase, t.median_ms, t.min_ms, t.max_ms,
+        impl, c.op, c.name, lsf::bench::json_escape(c.shape).c_str(), phase, t.median_ms, t.min_ms, t.max_ms,
         t.samples, t.inner, lsf::get_num_threads(), opt.cpu_clock ? "cpu" : "wall", gflop);
   } else {
     char gflops[32] = "";
@@ -323,8 +308,8 @@ void emit_meta(const Options& opt) {
   }
   std::printf("{\"meta\": {\"impl\": \"lsformer\", \"version\": \"%s\", \"threads\": %d, "
               "\"openblas_config\": \"%s\", \"build_info\": \"%s\"}}\n",
-              lsf::version().c_str(), lsf::get_num_threads(), json_escape(openblas_get_config()).c_str(),
-              json_escape(lsf::build_info()).c_str());
+              lsf::version().c_str(), lsf::get_num_threads(), lsf::bench::json_escape(openblas_get_config()).c_str(),
+              lsf::bench::json_escape(lsf::build_info()).c_str());
   std::fflush(stdout);
 }
 

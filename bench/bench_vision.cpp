@@ -176,21 +176,6 @@ Prepared prepare(const Case& c, int64_t batch) {
 
 // ---- output ----------------------------------------------------------------------------------
 
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (ch == '\n') {
-      out += "\\n";
-    } else if (static_cast<unsigned char>(ch) >= 0x20) {
-      out += ch;
-    }
-  }
-  return out;
-}
-
 // The process's peak resident set (VmHWM), in bytes; 0 when /proc is not there.
 int64_t peak_rss_bytes() {
   std::ifstream status("/proc/self/status");
@@ -286,7 +271,7 @@ int run(const Options& opt) {
   LSF_CHECK(opt.batch >= 0) << "--batch must be positive, got " << opt.batch;
   lsf::set_num_threads(opt.threads > 0 ? opt.threads : int(std::max(1u, std::thread::hardware_concurrency())));
   std::printf("{\"meta\": {\"impl\": \"lsformer\", \"version\": \"%s\", \"threads\": %d, \"build_info\": \"%s\"}}\n",
-              lsf::version().c_str(), lsf::get_num_threads(), json_escape(lsf::build_info()).c_str());
+              lsf::version().c_str(), lsf::get_num_threads(), lsf::bench::json_escape(lsf::build_info()).c_str());
   std::fflush(stdout);
   if (opt.cost) {
     print_costs();
