@@ -143,13 +143,21 @@ Tensor causal_long_short_attention(const CausalLongShortInputs& inputs, const Ca
   return out;
 }
 
-Tensor causal_long_short_attention_composed(const CausalLongShortInputs& in, const CausalLongShortGeometry& g) {
-  const Sizes s = check_inputs("causal_long_short_attention_composed", in, g);
-  const auto [B, h, M, e, w, Nc] = s;
-  // Band rows: query t reads window rows t+1 … t+w (absolute positions t−w+1 … t).
+namespace {
+
+// Band rows: query t reads window rows t+1 … t+w (absolute positions t−w+1 … t). [M·w] i64.
+Tensor band_rows(int64_t M, int64_t w, Device device) {
   std::vector<int64_t> band(static_cast<size_t>(M * w));
   for (int64_t t = 0; t < M; ++t)
     for (int64_t j = 0; j < w; ++j) band[size_t(t * w + j)] = t + 1 + j;
+  return tensor(band, {M * w}).to(device);
+}
+
+}  // namespace
+
+Tensor causal_long_short_attention_probabilities(const CausalLongShortInputs& in, const CausalLongShortGeometry& g) {
+  const Sizes s = check_inputs("causal_long_short_attention_probabilities", in, g);
+  const auto [B, h, M, e, w, Nc] = s;
   // Chunk positions: slot σ of query t has table row nvis(t) − 1 − σ; hidden slots are masked
   // (for them row 0 is gathered, any valid row would do, and masked_fill then replaces the logit).
   std::vector<int64_t> position(size_t(M * Nc), 0);
@@ -162,12 +170,10 @@ Tensor causal_long_short_attention_composed(const CausalLongShortInputs& in, con
     }
   }
   const Device device = in.q.device();
-  Tensor band_index = tensor(band, {M * w}).to(device);
   Tensor position_index = tensor(position, {1, 1, M, Nc}).to(device).expand({B, h, M, Nc});
   Tensor hidden_mask = tensor(hidden, {M, Nc}).to(device);
 
-  Tensor k_band = index_select(in.kw, 2, band_index).view({B, h, M, w, e});
-  Tensor v_band = index_select(in.vw, 2, band_index).view({B, h, M, w, e});
+  Tensor k_band = index_select(in.kw, 2, band_rows(M, w, device)).view({B, h, M, w, e});
   Tensor qu = add(in.q, in.u.view({1, h, 1, e}));
   Tensor qv = add(in.q, in.v.view({1, h, 1, e}));
   Tensor window = add(sum(mul(qu.unsqueeze(3), k_band), {-1}),                 // [B, h, M, w]
@@ -175,7 +181,14 @@ Tensor causal_long_short_attention_composed(const CausalLongShortInputs& in, con
   Tensor content = matmul(in.q, in.kc.transpose(2, 3));                         // [B, h, M, Nc]
   Tensor positions = gather(matmul(in.q, in.rc.transpose(1, 2).unsqueeze(0)), 3, position_index);
   Tensor compressed = masked_fill(add(content, positions), hidden_mask, -std::numeric_limits<double>::infinity());
-  Tensor p = softmax(cat({compressed, window}, 3), 3);
+  return softmax(cat({compressed, window}, 3), 3);
+}
+
+Tensor causal_long_short_attention_composed(const CausalLongShortInputs& in, const CausalLongShortGeometry& g) {
+  const Sizes s = check_inputs("causal_long_short_attention_composed", in, g);
+  const auto [B, h, M, e, w, Nc] = s;
+  Tensor p = causal_long_short_attention_probabilities(in, g);  // [B, h, M, Nc + w]
+  Tensor v_band = index_select(in.vw, 2, band_rows(M, w, in.q.device())).view({B, h, M, w, e});
   Tensor out = matmul(p.narrow(3, 0, Nc), in.vc);
   return add(out, sum(mul(p.narrow(3, Nc, w).unsqueeze(4), v_band), {3}));
 }

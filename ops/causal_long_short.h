@@ -48,4 +48,11 @@ Tensor causal_long_short_attention(const CausalLongShortInputs& in, const Causal
 // positions, masked_fill, one softmax over the concatenated logits). Materialises [B, h, M, w, e].
 Tensor causal_long_short_attention_composed(const CausalLongShortInputs& in, const CausalLongShortGeometry& g);
 
+// The joint attention probabilities of the same computation: [B, h, M, Nc + w], slot order
+// [compressed Nc (chunk·r + rank, memory chunks first; 0 for the chunks a query cannot see) |
+// window w (slot j ↔ distance w−1−j, i.e. absolute position t−w+1+j)]. The composed version
+// is these probabilities times the values; nn::CausalLongShortAttention records them for
+// inspection (models/nn/capture.h).
+Tensor causal_long_short_attention_probabilities(const CausalLongShortInputs& in, const CausalLongShortGeometry& g);
+
 }  // namespace lsf

@@ -146,10 +146,22 @@ Tensor long_short_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
   return out;
 }
 
-Tensor long_short_attention_composed(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& kbar,
-                                     const Tensor& vbar, const Tensor& mask,
-                                     const LongShortAttentionOptions& options) {
-  check_args(q, k, v, kbar, vbar, mask, options);
+namespace {
+
+// The rows of the zero-padded sequence (ext rows of zeros each side) that the window tiles
+// gather: key j = g·w − ext + u of query group g is padded row g·w + u. [n/w · s] i64.
+Tensor window_rows(int64_t n, int64_t w, int64_t s) {
+  std::vector<int64_t> rows;
+  for (int64_t g = 0; g < n / w; ++g)
+    for (int64_t u = 0; u < s; ++u) rows.push_back(g * w + u);
+  return tensor(rows, {int64_t(rows.size())});
+}
+
+}  // namespace
+
+Tensor long_short_attention_probabilities(const Tensor& q, const Tensor& k, const Tensor& kbar, const Tensor& mask,
+                                          const LongShortAttentionOptions& options) {
+  check_args(q, k, k, kbar, kbar, mask, options);
   const LongShortGeometry geo{options.window, options.self_slot, options.block_queries};
   const int64_t B = q.size(0), h = q.size(1), n = q.size(2), e = q.size(3);
   const int64_t R = kbar.defined() ? kbar.size(2) : 0, w = geo.window, ext = geo.ext(), s = geo.span();
@@ -158,15 +170,9 @@ Tensor long_short_attention_composed(const Tensor& q, const Tensor& k, const Ten
 
   TensorList logits;  // pieces of [B, h, n, R + s]
   if (R > 0) logits.push_back(matmul(q, kbar.transpose(2, 3)));  // G [B, h, n, R]
-  Tensor index, kt, vt;  // the window tiles: kt, vt [B, h, n/w, s, e]
   if (w > 0) {
-    // Key j = g·w − ext + u of the zero-padded sequence is row g·w + u of the padded tensor.
-    std::vector<int64_t> rows;
-    for (int64_t g = 0; g < n / w; ++g)
-      for (int64_t u = 0; u < s; ++u) rows.push_back(g * w + u);
-    index = tensor(rows, {int64_t(rows.size())});
-    kt = index_select(pad(k, {0, 0, ext, ext}), 2, index).view({B, h, n / w, s, e});
-    vt = index_select(pad(v, {0, 0, ext, ext}), 2, index).view({B, h, n / w, s, e});
+    Tensor index = window_rows(n, w, s);
+    Tensor kt = index_select(pad(k, {0, 0, ext, ext}), 2, index).view({B, h, n / w, s, e});
     Tensor wl = matmul(q.reshape({B, h, n / w, w, e}), kt.transpose(3, 4));  // [B, h, n/w, w, s]
     Tensor key_real = index_select(pad(real.to(q.dtype()), {ext, ext}), 1, index).view({B, 1, n / w, 1, s});
     wl = masked_fill(wl, eq(key_real, 0.0), -inf);
@@ -178,14 +184,30 @@ Tensor long_short_attention_composed(const Tensor& q, const Tensor& k, const Ten
   // Padded queries: finite logits before the softmax (a row of −∞ would give NaN, and NaN
   // gradients), zero rows after it.
   Tensor pad_q = eq(real.to(q.dtype()), 0.0).view({B, 1, n, 1});
-  Tensor p = masked_fill(softmax(masked_fill(all, pad_q, 0.0), 3), pad_q, 0.0);
+  return masked_fill(softmax(masked_fill(all, pad_q, 0.0), 3), pad_q, 0.0);
+}
+
+Tensor long_short_attention_composed(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& kbar,
+                                     const Tensor& vbar, const Tensor& mask,
+                                     const LongShortAttentionOptions& options) {
+  check_args(q, k, v, kbar, vbar, mask, options);
+  const LongShortGeometry geo{options.window, options.self_slot, options.block_queries};
+  const int64_t B = q.size(0), h = q.size(1), n = q.size(2), e = q.size(3);
+  const int64_t R = kbar.defined() ? kbar.size(2) : 0, w = geo.window, ext = geo.ext(), s = geo.span();
+  Tensor p = long_short_attention_probabilities(q, k, kbar, mask, options);  // [B, h, n, R + s]
   p = dropout(p.contiguous(), options.dropout, options.training, options.generator);
 
   Tensor out;
   if (R > 0) out = matmul(p.narrow(3, 0, R), vbar);
   if (s > 0) {
     Tensor pw = p.narrow(3, R, s);
-    Tensor ctx = w > 0 ? matmul(pw.reshape({B, h, n / w, w, s}), vt).reshape({B, h, n, e}) : mul(pw, v);
+    Tensor ctx;
+    if (w > 0) {
+      Tensor vt = index_select(pad(v, {0, 0, ext, ext}), 2, window_rows(n, w, s)).view({B, h, n / w, s, e});
+      ctx = matmul(pw.reshape({B, h, n / w, w, s}), vt).reshape({B, h, n, e});
+    } else {
+      ctx = mul(pw, v);
+    }
     out = out.defined() ? add(out, ctx) : ctx;
   }
   return out;

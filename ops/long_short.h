@@ -49,4 +49,12 @@ Tensor long_short_attention_composed(const Tensor& q, const Tensor& k, const Ten
                                      const Tensor& vbar, const Tensor& mask,
                                      const LongShortAttentionOptions& options);
 
+// The joint attention probabilities of the same computation, before dropout: [B, h, n, R + s],
+// slot order [global R | window s] as above; row t's window slot u is key j = ⌊t/w⌋·w − ext + u
+// (probability 0 when j is outside [0, n) or padded); padded queries' rows are zero. What
+// long_short_attention_composed applies dropout to and sums the values with (differentiable);
+// what nn::LongShortAttention records for inspection (models/nn/capture.h).
+Tensor long_short_attention_probabilities(const Tensor& q, const Tensor& k, const Tensor& kbar, const Tensor& mask,
+                                          const LongShortAttentionOptions& options);
+
 }  // namespace lsf

@@ -10,6 +10,7 @@
 #include "helpers.h"
 #include "long_short_oracle.h"
 #include "lsformer/models/attention/long_short.h"
+#include "lsformer/models/nn/capture.h"
 #include "lsformer/ops/long_short.h"
 
 using namespace lsf;
@@ -447,9 +448,9 @@ TEST_CASE("LongShortAttention T2: padding gets zero projection weight, b_o rows,
   LayerCase c{1, 16, 8, 2, 4, 3, {11}, false};
   auto m = make_layer(c, kF64, true, 5);
   LayerInputs in = layer_inputs(c, kF64, 6);
-  nn::LongShortTrace trace;
-  Tensor y = m->forward(in.x, {.mask = in.mask}, &trace);
-  Vec P = vec(trace.proj);  // [1, h, r, n]
+  nn::CaptureScope trace(*m);
+  Tensor y = m->forward(in.x, {.mask = in.mask});
+  Vec P = vec(trace.get("proj"));  // [1, h, r, n]
   for (int64_t row = 0; row < 2 * 3; ++row) {
     double s = 0;
     for (int64_t j = 0; j < 16; ++j) {
@@ -474,11 +475,12 @@ TEST_CASE("LongShortAttention T3: one window covering the sequence is dense atte
     LayerCase c{1, 8, 8, 2, 8, r, {}, false};
     auto m = make_layer(c, kF64, true, 8);
     LayerInputs in = layer_inputs(c, kF64, 9);
-    nn::LongShortTrace tr;
-    Tensor y = m->forward(in.x, {}, &tr);
+    nn::CaptureScope tr(*m);
+    Tensor y = m->forward(in.x, {});
     // Dense multi-head attention over [LN_G(P·K) ; LN_L(K)], knowing nothing about windows.
-    Tensor keys = r > 0 ? cat({tr.kbar, tr.k}, 2) : tr.k, values = r > 0 ? cat({tr.vbar, tr.v}, 2) : tr.v;
-    Tensor ctx = matmul(softmax(matmul(tr.q, keys.transpose(2, 3)), 3), values);  // [1, h, n, e]
+    Tensor keys = r > 0 ? cat({tr.get("kbar"), tr.get("k")}, 2) : tr.get("k");
+    Tensor values = r > 0 ? cat({tr.get("vbar"), tr.get("v")}, 2) : tr.get("v");
+    Tensor ctx = matmul(softmax(matmul(tr.get("q"), keys.transpose(2, 3)), 3), values);  // [1, h, n, e]
     Tensor dense = m->W_o->forward(ctx.permute({0, 2, 1, 3}).reshape({1, 8, 8}));
     // f64 softmax over ≤ 10 keys and sums of ≤ 10 terms: 1e-13.
     expect_close(vec(y), vec(dense), 1e-13, 1e-13);
@@ -489,17 +491,17 @@ TEST_CASE("LongShortAttention T5: CLS slot first, raw k_c/v_c, context-as-keys u
   LayerCase c{1, 8, 8, 2, 2, 2, {}, true};
   auto m = make_layer(c, kF64, true, 10);
   LayerInputs in = layer_inputs(c, kF64, 11);
-  nn::LongShortTrace tr;
-  Tensor y = m->forward(in.x, {.cls = in.cls}, &tr);
-  REQUIRE(tr.kbar.shape() == Shape({1, 2, 3, 4}));  // 1 CLS + r = 2 global slots
+  nn::CaptureScope tr(*m);
+  Tensor y = m->forward(in.x, {.cls = in.cls});
+  REQUIRE(tr.get("kbar").shape() == Shape({1, 2, 3, 4}));  // 1 CLS + r = 2 global slots
   // Slot 0 of K̄ is LN_G of the raw CLS key (no LN_L).
   const Vec kc = vec(m->W_k->forward(in.cls));
   const Vec kc_ln = oracle::layer_norm(kc, 1, 8, vec(m->dual_ln_s->weight), vec(m->dual_ln_s->bias));
-  const Vec kb = vec(tr.kbar);
+  const Vec kb = vec(tr.get("kbar"));
   for (int64_t hh = 0; hh < 2; ++hh)
     for (int64_t f = 0; f < 4; ++f) CHECK(std::fabs(kb[size_t((hh * 3 + 0) * 4 + f)] - kc_ln[size_t(hh * 4 + f)]) < 1e-13);
   // The CLS output: softmax([q_c·k_c, q_c·C_0..7]) over [v_c, C_0..7] with raw k_c, v_c, then W_o.
-  const Vec qc = vec(m->W_q->forward(in.cls)), vc = vec(m->W_v->forward(in.cls)), C = vec(tr.context);
+  const Vec qc = vec(m->W_q->forward(in.cls)), vc = vec(m->W_v->forward(in.cls)), C = vec(tr.get("context"));
   Vec merged(8);
   for (int64_t hh = 0; hh < 2; ++hh) {
     Vec logit(9);
@@ -528,9 +530,9 @@ TEST_CASE("LongShortAttention invariants: convex hull, permutation equivariance,
   SECTION("(iii) compressed vectors lie in the convex hull of the LN_L(K) rows") {
     auto m = make_layer(c, kF64, true, 12);
     LayerInputs in = layer_inputs(c, kF64, 13);
-    nn::LongShortTrace tr;
-    m->forward(in.x, {.mask = in.mask}, &tr);
-    const Vec k = vec(tr.k), kb = vec(tr.kbar_raw);  // [2, 2, 16, 4], [2, 2, 3, 4]
+    nn::CaptureScope tr(*m);
+    m->forward(in.x, {.mask = in.mask});
+    const Vec k = vec(tr.get("k")), kb = vec(tr.get("kbar_raw"));  // [2, 2, 16, 4], [2, 2, 3, 4]
     for (int64_t bh = 0; bh < 4; ++bh)
       for (int64_t f = 0; f < 4; ++f) {
         double lo = INFINITY, hi = -INFINITY;
@@ -573,9 +575,9 @@ TEST_CASE("LongShortAttention invariants: convex hull, permutation equivariance,
   SECTION("(vi) with unit gamma and zero beta, LN_L and LN_G rows have squared norm ≈ d") {
     auto m = make_layer(c, kF64, true, 18, /*random_ln=*/false);
     LayerInputs in = layer_inputs(c, kF64, 19);
-    nn::LongShortTrace tr;
-    m->forward(in.x, {.mask = in.mask}, &tr);
-    for (const Tensor& t : {tr.k, tr.v, tr.kbar, tr.vbar}) {
+    nn::CaptureScope tr(*m);
+    m->forward(in.x, {.mask = in.mask});
+    for (const Tensor& t : {tr.get("k"), tr.get("v"), tr.get("kbar"), tr.get("vbar")}) {
       Tensor rows = t.permute({0, 2, 1, 3}).reshape({-1, 8});  // merged heads, one row per token/slot
       // Σ y² = d·σ²/(σ² + ε): within d·ε/σ² ≤ 8·1e-5/1e-3 of d for σ² ≥ 1e-3.
       for (double s : vec(sum(mul(rows, rows), {1}))) CHECK(std::fabs(s - 8.0) < 0.08);

@@ -9,6 +9,7 @@
 #include "lsformer/engine/profiler.h"
 #include "lsformer/models/attention/heads.h"
 #include "lsformer/engine/autograd.h"
+#include "lsformer/models/nn/capture.h"
 #include "lsformer/models/nn/init.h"
 #include "lsformer/ops/binary.h"
 #include "lsformer/ops/causal_long_short.h"
@@ -192,6 +193,14 @@ Tensor CausalLongShortAttention::forward(const Tensor& x, const AttentionArgs& a
   CausalLongShortInputs in{q, kw, vw, r_w_bias.view({h, e}), r_r_bias.view({h, e}), rw, kc, vc, rc};
   CausalLongShortGeometry g{l, o.rank, C / l};
   Tensor ctx = o.fused ? causal_long_short_attention(in, g) : causal_long_short_attention_composed(in, g);
+  if (capturing(this)) {
+    NoGradGuard no_grad;  // for looking at: no graph behind what only the capture needs
+    capture(this, "q", q);
+    capture(this, "kc", kc);
+    capture(this, "vc", vc);
+    capture(this, "proj", cat({chunk_scores(xm), chunk_scores(x)}, 2));  // [B, h, C/l + M/l, r, l]
+    capture(this, "attention", causal_long_short_attention_probabilities(in, g));
+  }
   return dropout->forward(proj_out->forward(merge_heads(ctx)));
 }
 

@@ -37,6 +37,15 @@
 //   options.dropout is the output dropout after proj_out.
 // * Initialisation: proj_* xavier_normal_ (as the official code), u and v N(0, 0.02²)
 //   (the official tensors are uninitialised until the model's init), other Linears PyTorch's default.
+//
+// Recorded under an active nn::CaptureScope (models/nn/capture.h), by name (Nm = C/l memory
+// chunks, Nb = M/l block chunks, Nc = (Nm + Nb)·r):
+//   q          [B, h, M, e] queries scaled by e^{-1/2}
+//   kc, vc     [B, h, Nc, e] compressed keys and values (LN_G), slot chunk·r + rank, memory first
+//   proj       [B, h, Nm + Nb, r, l] the chunk weights P: slot k·r + m pools token k·l + i of
+//              [memory ; block] with weight proj[.., k, m, i]
+//   attention  [B, h, M, Nc + w] the joint softmax, slots [compressed Nc | window w], window slot
+//              j ↔ the key at distance w−1−j (ops/causal_long_short.h); computed only then
 #pragma once
 
 #include <memory>

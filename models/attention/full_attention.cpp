@@ -2,6 +2,7 @@
 // dropout); autograd comes from those ops. See the header for the semantics and the deviations
 // from the LRA code base.
 #include "lsformer/models/attention/full_attention.h"
+#include "lsformer/models/nn/capture.h"
 
 #include <cmath>
 #include <limits>
@@ -97,6 +98,7 @@ Tensor FullAttention::forward(const Tensor& x, const AttentionArgs& args) {
   }
   Tensor probs = softmax(logits, -1);  // [B, h, n, n]; every real query keeps itself as a key
   if (query_pad.defined()) probs = masked_fill(probs, query_pad, 0.0);
+  capture(this, "attention", probs);
   probs = dropout(probs, options_.dropout, is_training(), options_.generator);
 
   Tensor context = matmul(probs, v);  // [B, h, n, e]

@@ -29,6 +29,8 @@
 //
 // Memory: the logits and probabilities of every head are materialised ([B, h, n, n]); this
 // module is the quadratic reference the long-short attention is benchmarked against.
+// Recorded under an active nn::CaptureScope (models/nn/capture.h): attention [B, h, n, n], the
+// probabilities before dropout (padded keys 0, padded queries' rows 0, future keys 0 when causal).
 #pragma once
 
 #include <memory>

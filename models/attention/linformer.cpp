@@ -2,6 +2,7 @@
 // projection, softmax, masked_fill, dropout). See the header for the semantics, the layout of E
 // and F, and the deviations from the LRA code base.
 #include "lsformer/models/attention/linformer.h"
+#include "lsformer/models/nn/capture.h"
 
 #include <cmath>
 #include <sstream>
@@ -95,6 +96,7 @@ Tensor LinformerAttention::forward(const Tensor& x, const AttentionArgs& args) {
 
   Tensor probs = softmax(matmul(q, k_proj.transpose(2, 3)), -1);  // [B, h, n, k]
   if (query_pad.defined()) probs = masked_fill(probs, query_pad, 0.0);
+  capture(this, "attention", probs);
   probs = dropout(probs, options_.dropout, is_training(), options_.generator);
 
   Tensor context = matmul(probs, v_proj);  // [B, h, n, e]

@@ -30,6 +30,8 @@
 //
 // The sequence length is fixed at construction (max_seq_len): E has one column per position,
 // and an input of any other length is rejected with an error saying so.
+// Recorded under an active nn::CaptureScope (models/nn/capture.h): attention [B, h, n, k], the
+// probabilities over the k projected slots before dropout (slot i pools token j with weight E[i, j]).
 #pragma once
 
 #include <memory>

@@ -17,8 +17,10 @@
 #include <limits>
 #include <sstream>
 
+#include "lsformer/engine/autograd.h"
 #include "lsformer/engine/profiler.h"
 #include "lsformer/models/attention/heads.h"
+#include "lsformer/models/nn/capture.h"
 #include "lsformer/ops/binary.h"
 #include "lsformer/ops/factory.h"
 #include "lsformer/ops/index.h"
@@ -52,9 +54,7 @@ LongShortAttention::LongShortAttention(const LongShortOptions& o) : Attention(kN
   if (o.rank > 0) dconv_fc = register_module("dconv_fc", std::make_shared<Linear>(o.dim, o.heads * o.rank));
 }
 
-Tensor LongShortAttention::forward(const Tensor& x, const AttentionArgs& args) { return forward(x, args, nullptr); }
-
-Tensor LongShortAttention::forward(const Tensor& x, const AttentionArgs& args, LongShortTrace* trace) {
+Tensor LongShortAttention::forward(const Tensor& x, const AttentionArgs& args) {
   profiler::PhaseScope phase("attention");
   const LongShortOptions& o = options_;
   LSF_CHECK(x.defined()) << kName << ": the input x is undefined";
@@ -123,10 +123,10 @@ Tensor LongShortAttention::forward(const Tensor& x, const AttentionArgs& args, L
     Tensor kb = kvb.select(2, 0), vb = kvb.select(2, 1);   // [B, h, r, e]
     kbar_parts.push_back(kb);
     vbar_parts.push_back(vb);
-    if (trace != nullptr) {
-      trace->proj = p;
-      trace->kbar_raw = kb;
-      trace->vbar_raw = vb;
+    if (capturing(this)) {
+      capture(this, "proj", p);
+      capture(this, "kbar_raw", kb);
+      capture(this, "vbar_raw", vb);
     }
   }
   // Step 6: LN_G over the full width of every global slot (the CLS slot included).
@@ -147,13 +147,17 @@ Tensor LongShortAttention::forward(const Tensor& x, const AttentionArgs& args, L
                                  .block_queries = o.block_queries};
   Tensor context = o.fused ? long_short_attention(q, k, v, kbar, vbar, mask, core)
                            : long_short_attention_composed(q, k, v, kbar, vbar, mask, core);  // [B, h, n, e]
-  if (trace != nullptr) {
-    trace->q = q;
-    trace->k = k;
-    trace->v = v;
-    trace->kbar = kbar;
-    trace->vbar = vbar;
-    trace->context = context;
+  if (capturing(this)) {
+    capture(this, "q", q);
+    capture(this, "k", k);
+    capture(this, "v", v);
+    if (kbar.defined()) {
+      capture(this, "kbar", kbar);
+      capture(this, "vbar", vbar);
+    }
+    NoGradGuard no_grad;  // for looking at, not for training: no graph behind it
+    capture(this, "attention", long_short_attention_probabilities(q, k, kbar, mask, core));
+    capture(this, "context", context);
   }
 
   // Step 13: the CLS query attends over [k_c] ∪ {C_j : j real}, keys = values = C, no dropout.

@@ -16,6 +16,16 @@
 //   dconv_fc        Linear d → h·r, with bias (columns head·r + slot); absent when r = 0
 // Ablations: w = 0 is "no window branch" (pure dynamic projection, §2.7); r = 0 is window only;
 // w = 0 and r = 0 needs a CLS and gives each token the CLS slot plus its own key (§2.3 step 8).
+//
+// Recorded under an active nn::CaptureScope (models/nn/capture.h), by name:
+//   q              [B, h, n, e] queries, scaled by e^{-1/2}
+//   k, v           [B, h, n, e] after LN_L
+//   proj           P [B, h, r, n] (softmax over tokens; 0 on padding), only when r > 0
+//   kbar_raw, vbar_raw  P·K, P·V [B, h, r, e] before LN_G (no CLS slot), only when r > 0
+//   kbar, vbar     [B, h, R, e] after LN_G, R = r (+1 with a CLS, its slot first); absent when R = 0
+//   attention      [B, h, n, R + s] the joint softmax before dropout, slots [global R | window s],
+//                  window slot u ↔ key ⌊t/w⌋·w − ext + u (ops/long_short.h); computed only then
+//   context        C [B, h, n, e] of the tokens (before the CLS row is prepended)
 #pragma once
 
 #include <memory>
@@ -37,23 +47,10 @@ struct LongShortOptions {
   Generator* generator = nullptr;  // dropout's generator (null: the default one)
 };
 
-// Intermediate tensors of one forward, for tests and inspection (all [B, h, ·, e] per head).
-struct LongShortTrace {
-  Tensor q;           // [B, h, n, e], scaled by e^{-1/2}
-  Tensor k, v;        // [B, h, n, e], after LN_L
-  Tensor proj;        // P [B, h, r, n] (softmax over tokens), undefined when r = 0
-  Tensor kbar_raw;    // P·K [B, h, r, e] before LN_G (no CLS slot)
-  Tensor vbar_raw;    // P·V
-  Tensor kbar, vbar;  // [B, h, r', e] after LN_G (CLS slot first when a CLS is injected)
-  Tensor context;     // C [B, h, n, e] of the tokens (before the CLS row is prepended)
-};
-
 class LongShortAttention : public Attention {
  public:
   explicit LongShortAttention(const LongShortOptions& options);
   Tensor forward(const Tensor& x, const AttentionArgs& args = {}) override;
-  // As forward, also filling `trace` (when not null) with the intermediate tensors.
-  Tensor forward(const Tensor& x, const AttentionArgs& args, LongShortTrace* trace);
   std::string extra_repr() const override;
 
   const LongShortOptions& options() const { return options_; }

@@ -48,6 +48,8 @@
 #include "lsformer/ops/reduce.h"
 #include "lsformer/ops/shape.h"
 #include "lsformer/ops/softmax.h"
+#include "lsformer/models/nn/capture.h"
+#include "lsformer/engine/autograd.h"
 
 namespace lsf::nn {
 
@@ -276,6 +278,7 @@ Tensor LongShortAttention2d::forward_projected(const Tensor& q_in, const Tensor&
   if (r > 0) {
     // projection_logits [B, Ns, h·r], column head·r + slot → P [B, h, r, Ns], softmax over tokens.
     Tensor pm = softmax(projection_logits.reshape({B, Ns, h, r}).permute({0, 2, 3, 1}), -1);
+    capture(this, "proj", pm);
     auto compress = [&](const Tensor& t) {                                 // [B, h, N, e] → [B, h, r, e]
       Tensor kept = stride == 1 ? t : subsample_map(t, nx, stride);       // [B, h, Ns, e]
       Tensor merged = matmul(pm, kept).permute({0, 2, 1, 3}).reshape({B, r, C});
@@ -315,7 +318,12 @@ Tensor LongShortAttention2d::forward_projected(const Tensor& q_in, const Tensor&
   }
 
   // 8–9. One joint softmax, dropout, weighted sum of the three value sets.
-  Tensor probs = attn_drop->forward(softmax(cat(logits, -1), -1));  // [B, h, G, w², r + T² + g]
+  Tensor joint = softmax(cat(logits, -1), -1);  // [B, h, G, w², r + T² + g]
+  if (capturing(this)) {  // in patch order: [B, h, N, r + T² + g]
+    NoGradGuard no_grad;
+    capture(this, "attention", index_select(joint.reshape({B, h, N, joint.size(-1)}), 2, idx.patch_to_slot));
+  }
+  Tensor probs = attn_drop->forward(joint);
   Tensor out;
   int64_t offset = 0;
   for (const Tensor& val : values) {

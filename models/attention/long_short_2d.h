@@ -25,6 +25,12 @@
 // projections (scaling, DualLN, the three slot sets, the global update, proj) is shared.
 // With projection_stride s > 1 (also CvT*-LS), K̄ and V̄ compress only the keys and values of
 // every s-th row and column, as CvT's stride-s key/value projections would give them.
+//
+// Recorded under an active nn::CaptureScope (models/nn/capture.h), by name:
+//   proj       P [B, h, r, Ns] (softmax over the Ns = ⌈H/s⌉·⌈W/s⌉ compressed patch positions), r > 0
+//   attention  [B, h, N, r + T² + g] the joint softmax before dropout, patch queries in row-major
+//              patch order; window slot ty·T + tx of the query in group (gy, gx) is the patch
+//              (gy·w + ty − p, gx·w + tx − p), p = max(⌊w/2⌋, 1) (0 off the image)
 #pragma once
 
 #include <memory>

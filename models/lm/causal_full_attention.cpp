@@ -2,6 +2,7 @@
 // primitive ops (Linear, matmul, gather, masked_fill, softmax); autograd comes from them. See the
 // header for the semantics.
 #include "lsformer/models/lm/causal_full_attention.h"
+#include "lsformer/models/nn/capture.h"
 
 #include <cmath>
 #include <limits>
@@ -111,7 +112,9 @@ Tensor CausalFullAttention::forward(const Tensor& x, const nn::AttentionArgs& ar
   Tensor mask = tensor(future, {M, P}).to(x.device());
   Tensor logits = masked_fill(add(content, gather(position_raw, 3, index)), mask,
                               -std::numeric_limits<double>::infinity());
-  Tensor context = matmul(softmax(logits, 3), v);  // [B, h, M, e]
+  Tensor probs = softmax(logits, 3);  // [B, h, M, C + M]
+  nn::capture(this, "attention", probs);
+  Tensor context = matmul(probs, v);  // [B, h, M, e]
   return dropout->forward(proj_out->forward(nn::merge_heads(context)));
 }
 

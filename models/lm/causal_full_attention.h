@@ -29,6 +29,8 @@
 //
 // This is a dense reference: the logits [B, h, M, C + M] are materialised (the relative term
 // through one [M, C + M] gather of XL's "relative shift"). It is a baseline, not a fast path.
+// Recorded under an active nn::CaptureScope (models/nn/capture.h): attention [B, h, M, C + M],
+// the probabilities over [memory ; block] keys (0 for future keys).
 #pragma once
 
 #include <memory>

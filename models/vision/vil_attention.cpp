@@ -1,5 +1,6 @@
 // vision::ViLFullAttention: multi-head softmax attention with ViL's relative position biases.
 #include "lsformer/models/vision/vil_attention.h"
+#include "lsformer/models/nn/capture.h"
 
 #include <cmath>
 #include <sstream>
@@ -109,7 +110,9 @@ Tensor ViLFullAttention::forward(const Tensor& x, const nn::AttentionArgs& args)
   Tensor k = nn::split_heads(parts[1], h), v = nn::split_heads(parts[2], h);
   Tensor logits = matmul(q, k.transpose(-1, -2));  // [B, h, n, n]
   if (o.rpe) logits = add(logits, position_bias(x).to(x.dtype()));
-  Tensor probs = attn_drop->forward(softmax(logits, -1));
+  Tensor joint = softmax(logits, -1);
+  nn::capture(this, "attention", joint);
+  Tensor probs = attn_drop->forward(joint);
   return proj_drop->forward(proj->forward(nn::merge_heads(matmul(probs, v))));
 }
 

@@ -21,6 +21,8 @@
 // Differences from the official code: the query is scaled before the product (the official
 // scales the logits; equal up to rounding), and the map size is fixed at construction when rpe
 // is on (as there) but any H×W is accepted without it. Softmax in the activation dtype.
+// Recorded under an active nn::CaptureScope (models/nn/capture.h): attention [B, h, g+N, g+N],
+// the probabilities before attn_drop (global tokens first, then the patches row-major).
 #pragma once
 
 #include <memory>
