@@ -2,7 +2,7 @@
 // TFRecord framing of every record checked byte by byte here (independently of
 // read_tfrecords), the Event protocol buffers parsed back with the generated classes, corrupt
 // files named as such, and a short training run's tb/ holding the config text, the scalars of
-// metrics.jsonl and the histograms every train.tensorboard_every steps.
+// metrics.jsonl (and the memory scalars) and the histograms every train.tensorboard_every steps.
 #include <unistd.h>
 
 #include <cmath>
@@ -222,6 +222,18 @@ TEST_CASE("a training run writes tb/: the config, metrics.jsonl's scalars and pe
     }
   }
   CHECK(train_lines == 4);  // steps 3, 6, 9, 12
+  // Memory with every training log line: the CPU allocator's live and peak bytes (a model's
+  // parameters and Adam's moments are live, so > 0; peak ≥ live) and the process's resident set.
+  for (const char* tag : {"memory/cpu_current_bytes", "memory/cpu_peak_bytes", "memory/rss_bytes", "memory/rss_peak_bytes"}) {
+    INFO(tag);
+    CHECK(scalars[tag].size() == 4);
+    for (const auto& [step, value] : scalars[tag]) CHECK(value > 0);
+  }
+  for (const auto& [step, current] : scalars["memory/cpu_current_bytes"]) {
+    CHECK(scalars["memory/cpu_peak_bytes"][step] >= current);
+    CHECK(scalars["memory/rss_peak_bytes"][step] >= scalars["memory/rss_bytes"][step]);
+    CHECK(scalars["memory/rss_bytes"][step] >= current);  // the tensors are part of the resident set
+  }
   CHECK(dev_lines == 2);    // steps 6, 12
   CHECK(scalars["train/loss"].size() == 4);
   CHECK(scalars["dev/accuracy"].size() == 2);

@@ -9,6 +9,7 @@
 
 #include "lsformer/engine/error.h"
 #include "lsformer/engine/safetensors.h"
+#include "lsformer/models/train/memory_usage.h"
 #include "lsformer/models/train/trainer.h"
 
 namespace lsf::train {
@@ -122,6 +123,7 @@ void log_train_scalars(EventWriter& tb, int64_t step, double loss, const std::ve
   tb.add_scalar("train/lr", lr, step);
   tb.add_scalar("train/grad_norm", grad_norm, step);
   tb.add_scalar("train/" + unit + "_per_s", rate, step);
+  for (const auto& [tag, value] : memory_scalars()) tb.add_scalar(tag, value, step);
   tb.flush();
 }
 

@@ -64,7 +64,8 @@ class MetricsLog {
 };
 
 // TensorBoard records of a run: a log window (tags train/loss, train/<metric>, train/lr,
-// train/grad_norm, train/<unit>_per_s; counts are left out), an evaluation (<split>/loss,
+// train/grad_norm, train/<unit>_per_s, and the memory scalars of memory_usage.h: memory/...;
+// counts are left out), an evaluation (<split>/loss,
 // <split>/<metric>), and histograms of every parameter (parameters/<name>) and of every gradient
 // the last backward left (gradients/<name>).
 void log_train_scalars(EventWriter& tb, int64_t step, double loss, const std::vector<Metric>& metrics, double lr,
