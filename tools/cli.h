@@ -52,6 +52,8 @@ int run_info(const std::vector<std::string>& args);
 void info_usage(std::ostream& os);
 int run_plot(const std::vector<std::string>& args);
 void plot_usage(std::ostream& os);
+int run_attention(const std::vector<std::string>& args);
+void attention_usage(std::ostream& os);
 int run_report(const std::vector<std::string>& args);
 void report_usage(std::ostream& os);
 

@@ -30,6 +30,8 @@ const std::vector<Command>& commands() {
        lsf::cli::run_info, lsf::cli::info_usage},
       {"plot", "draw the training and dev curves of runs as SVG (lsf plot RUN [RUN ...] --out curves.svg)",
        lsf::cli::run_plot, lsf::cli::plot_usage},
+      {"attention", "draw one example's attention map of a checkpoint (lsf attention --checkpoint C --out attn.svg)",
+       lsf::cli::run_attention, lsf::cli::attention_usage},
       {"report", "write RUN/report.html: config, summary and curves in one page (lsf report RUN)",
        lsf::cli::run_report, lsf::cli::report_usage},
   };

@@ -19,6 +19,8 @@
 #include "lsformer/models/lm/lm_loss.h"
 #include "lsformer/models/lm/lm_model.h"
 #include "lsformer/models/lm/memory.h"
+#include "lsformer/models/nn/capture.h"
+#include "lsformer/ops/factory.h"
 #include "lsformer/ops/loss.h"
 
 namespace lsf::train {
@@ -224,6 +226,50 @@ class LmTask final : public Task {
                  {"unigram_bpc", base.unigram, Metric::Kind::Number, ""},
                  {"bigram_bpc", base.bigram, Metric::Kind::Number, ""}};
     return r;
+  }
+
+  // Examples are the split's blocks of model.block_length characters (block i = characters
+  // [i·M, (i+1)·M)); the memory is that of an evaluation that started ⌈C/M⌉ blocks earlier
+  // (enough blocks to fill it; fewer at the split's start, where the rest is the zero memory).
+  int64_t examples(const std::string& split) const override {
+    LSF_CHECK(corpus_ != nullptr) << "internal: the char-LM task runs an example before load_data";
+    return int64_t(corpus_->split(split_of(split)).size()) / options_.block_length;
+  }
+
+  InspectedExample forward_example(nn::Module& module, const std::string& split, int64_t index) override {
+    const int64_t count = examples(split), M = options_.block_length, C = options_.memory_length;
+    LSF_CHECK(index >= 0 && index < count) << "block index " << index << " is out of range for the " << split
+                                           << " split (0.." << count - 1 << ": blocks of " << M << " characters)";
+    const std::vector<uint8_t>& text = corpus_->split(split_of(split));
+    lm::TransformerLSModel& model = lm_model(module);
+    const bool was_training = model.is_training();
+    model.eval();
+    NoGradGuard no_grad;
+    const Tensor& weight = model.in_emb->weight;
+    auto block = [&](int64_t k) {
+      std::vector<int64_t> ids(text.begin() + k * M, text.begin() + (k + 1) * M);
+      return tensor(ids, {1, M}).to(weight.device());
+    };
+    lm::Memory memory = model.initial_memory(1);
+    {
+      nn::CapturePause warm_up;  // only block `index` is observed
+      for (int64_t k = std::max<int64_t>(0, index - (C + M - 1) / M); k < index; ++k) model.forward(block(k), memory);
+    }
+    model.forward(block(index), memory);
+    model.train(was_training);
+    InspectedExample out;
+    out.memory = C;
+    for (int64_t pos = index * M - C; pos < (index + 1) * M; ++pos) {
+      if (pos < 0) {
+        out.tokens.push_back("");  // the zero memory before the split's start
+        continue;
+      }
+      const uint8_t byte = corpus_->vocab.byte_of(text[size_t(pos)]);
+      out.tokens.push_back(byte == ' ' ? "␣" : byte == '\n' ? "⏎" : byte >= 0x20 && byte < 0x7f ? std::string(1, char(byte)) : "·");
+    }
+    out.description = "char-LM " + split + " block " + std::to_string(index) + ": characters " + std::to_string(index * M) +
+                      ".." + std::to_string((index + 1) * M - 1) + " after a memory of " + std::to_string(C);
+    return out;
   }
 
   Selection selection() const override { return {"bpc", /*higher_is_better=*/false}; }

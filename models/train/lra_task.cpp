@@ -21,6 +21,7 @@
 #include "lsformer/ops/flops.h"
 #include "lsformer/ops/loss.h"
 #include "lsformer/ops/reduce.h"
+#include "lsformer/ops/softmax.h"
 
 namespace lsf::train {
 namespace {
@@ -308,6 +309,43 @@ class LraTask final : public Task {
     return m;
   }
 
+  int64_t examples(const std::string& split) const override {
+    check_split_name(split);
+    LSF_CHECK(data_.count(split)) << "internal: split '" << split << "' was not loaded";
+    return int64_t(data_.at(split)->examples.size());
+  }
+
+  // The example alone in a batch of one (padded to the padding multiple only: padding changes
+  // no real token's output, so its attention is the one it gets inside an evaluation batch).
+  InspectedExample forward_example(nn::Module& module, const std::string& split, int64_t index) override {
+    const int64_t count = examples(split);
+    LSF_CHECK(index >= 0 && index < count)
+        << "example index " << index << " is out of range for the " << split << " split (0.." << count - 1 << ")";
+    const data::Dataset& all = *data_.at(split);
+    auto one = std::make_shared<data::Dataset>(all);
+    one->examples = {all.examples[size_t(index)]};
+    data::BatchOptions options = batch_options(config_, /*training=*/false);
+    options.batch_size = 1;
+    const data::Batch b = data::BatchLoader(one, options).batch(0);
+    lra::LraClassifier& model = classifier(module);
+    const bool was_training = model.is_training();
+    model.eval();
+    NoGradGuard no_grad;
+    const Tensor logits = forward(model, b);  // [1, C]
+    model.train(was_training);
+    const std::vector<float> p = softmax(logits, 1).to_vector<float>();
+    const int64_t predicted = std::max_element(p.begin(), p.end()) - p.begin();
+    const data::Example& ex = one->examples.front();
+    InspectedExample out;
+    for (int32_t id : ex.tokens) out.tokens.push_back(lra_token_label(all.name, id));
+    std::ostringstream os;
+    os << config_.task << " " << split << " example " << index << ": " << ex.tokens.size() << " tokens"
+       << (ex.tokens2.empty() ? "" : " (first document)") << ", label " << ex.label << ", predicted " << predicted
+       << " (p " << std::fixed << std::setprecision(2) << p[size_t(predicted)] << ")";
+    out.description = os.str();
+    return out;
+  }
+
   // Without data: every LRA task has a fixed class count and pairing. The cost is one forward
   // pass of one example of the config's length (data.seq_len, else model.max_seq_len; both
   // documents for Retrieval), every token real.
@@ -503,6 +541,23 @@ data::BatchOptions batch_options(const RunConfig& config, bool training) {
   o.seed = config.train.seed;
   o.drop_last = training;
   return o;
+}
+
+std::string lra_token_label(const std::string& dataset, int32_t id) {
+  if (dataset == "listops") {
+    static const char* const names[] = {"<pad>", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9",
+                                        "[MIN", "[MAX", "[MED", "[SM", "]"};
+    return id >= 0 && id < int32_t(std::size(names)) ? names[id] : "#" + std::to_string(id);
+  }
+  if (dataset == "text" || dataset == "retrieval") {  // byte + 1
+    const int32_t byte = id - 1;
+    if (byte >= 0x21 && byte < 0x7f) return std::string(1, char(byte));
+    if (byte == ' ') return "␣";
+    std::ostringstream os;
+    os << "\\x" << std::hex << std::setw(2) << std::setfill('0') << byte;
+    return os.str();
+  }
+  return std::to_string(id);  // pixel values
 }
 
 Tensor forward(lra::LraClassifier& model, const data::Batch& batch) {

@@ -102,6 +102,10 @@ data::BatchOptions batch_options(const RunConfig& config, bool training);
 // logits [B, classes] for a batch (both documents for a paired dataset).
 Tensor forward(lra::LraClassifier& model, const data::Batch& batch);
 
+// A short label of token `id` of an LRA dataset (Dataset::name) for pictures: ListOps's symbol
+// ("[MAX", "7", "]"), a byte's character ("␣" for a space, "\x0a" for others), a pixel's value.
+std::string lra_token_label(const std::string& dataset, int32_t id);
+
 // The fraction of the split's examples whose label is the split's most frequent label.
 double majority_class_accuracy(const data::Dataset& data);
 

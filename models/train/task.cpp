@@ -90,4 +90,12 @@ std::unique_ptr<Task> make_task(const RunConfig& config) { return task_family(co
 
 ConfusionMatrix Task::confusion_matrix(nn::Module&, const std::string&) { return {}; }
 
+int64_t Task::examples(const std::string&) const {
+  LSF_FAIL() << "this task cannot run single examples for inspection (it implements no Task::examples)";
+}
+
+InspectedExample Task::forward_example(nn::Module&, const std::string&, int64_t) {
+  LSF_FAIL() << "this task cannot run single examples for inspection (it implements no Task::forward_example)";
+}
+
 }  // namespace lsf::train

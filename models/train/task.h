@@ -99,6 +99,21 @@ struct ModelSummary {
   std::string example;         // what that example is ("image", "sequence of 2048 tokens")
 };
 
+// One example of a split after a forward pass for inspection (`lsf attention`): what the model
+// saw, as text or as an image, for drawing next to what an nn::CaptureScope recorded.
+struct InspectedExample {
+  std::string description;           // e.g. "listops dev example 3: 42 tokens, label 7, predicted 7"
+  int64_t batch_row = 0;             // the example's row in the recorded tensors' batch axis
+  // Sequence tasks: one short label per position of the model's key axis, in order (for the
+  // char-LM: the memory's C positions, then the block's M). Padding is not listed.
+  std::vector<std::string> tokens;
+  int64_t memory = 0;                // char-LM: positions of `tokens` that are memory (C); 0 otherwise
+  // Vision: the image as the model saw it (after the evaluation transform, before
+  // normalisation), [height, width, channels] uint8 row-major; empty for sequence tasks.
+  std::vector<uint8_t> pixels;
+  int64_t height = 0, width = 0, channels = 0;
+};
+
 class Task {
  public:
   virtual ~Task() = default;
@@ -138,6 +153,14 @@ class Task {
   // default is none (classes == 0), for tasks whose outputs are not classes. `lsf report` draws it.
   virtual bool has_confusion_matrix() const { return false; }
   virtual ConfusionMatrix confusion_matrix(nn::Module& model, const std::string& split);
+
+  // Example `index` of `split` (loaded by load_data) run through the model in evaluation mode
+  // without gradients, as evaluate() would see it (the model's mode is restored afterwards);
+  // the caller observes the forward through an nn::CaptureScope. An index outside
+  // [0, examples(split)) is an error naming it and the range. The default: not supported
+  // (an error naming the task).
+  virtual int64_t examples(const std::string& split) const;
+  virtual InspectedExample forward_example(nn::Module& model, const std::string& split, int64_t index);
 
   // State that must survive a checkpoint besides weights, optimizer and RNG (the char-LM's
   // memory). Stored as "task.<name>" tensors in last.safetensors. Default: none.

@@ -19,6 +19,7 @@
 #include "lsformer/models/nn/init.h"
 #include "lsformer/ops/loss.h"
 #include "lsformer/ops/soft_cross_entropy.h"
+#include "lsformer/ops/softmax.h"
 
 namespace lsf::train {
 namespace {
@@ -324,6 +325,42 @@ class VisionTask final : public Task {
   }
 
   const char* throughput_unit() const override { return "samples"; }
+
+  int64_t examples(const std::string& split) const override {
+    LSF_CHECK(data_.count(split)) << "internal: split '" << split << "' was not loaded";
+    return data_.at(split)->size();
+  }
+
+  // The image through the evaluation transform (resize, centre crop, normalise), alone in a batch.
+  InspectedExample forward_example(nn::Module& module, const std::string& split, int64_t index) override {
+    const int64_t count = examples(split);
+    LSF_CHECK(index >= 0 && index < count)
+        << "example index " << index << " is out of range for the " << split << " split (0.." << count - 1 << ")";
+    const data::ImageDataset& dataset = *data_.at(split);
+    const data::ImagePipeline pipeline(pipeline_options(config_, /*training=*/false, spec_.in_channels), spec_.num_classes);
+    const data::ImageBatch b = pipeline.batch(dataset, {index}, 0, config_.train.seed, 0);
+    vision::ImageClassifier& model = classifier(module);
+    const bool was_training = model.is_training();
+    model.eval();
+    NoGradGuard no_grad;
+    const Tensor logits = model.forward(b.images.to(model.parameters().front().device()));  // [1, K]
+    model.train(was_training);
+    const std::vector<float> p = softmax(logits, 1).to_vector<float>();
+    const int64_t predicted = std::max_element(p.begin(), p.end()) - p.begin();
+    const data::Image shown = pipeline.augment(dataset.image(index), index, 0, config_.train.seed);
+    InspectedExample out;
+    out.pixels = shown.pixels;
+    out.height = shown.height;
+    out.width = shown.width;
+    out.channels = shown.channels;
+    const auto& names = dataset.class_names();
+    auto name = [&](int64_t c) { return c >= 0 && c < int64_t(names.size()) ? names[size_t(c)] : std::to_string(c); };
+    std::ostringstream os;
+    os << dataset.name() << " " << split << " image " << index << ": label " << name(dataset.label(index)) << ", predicted "
+       << name(predicted) << " (p " << std::fixed << std::setprecision(2) << p[size_t(predicted)] << ")";
+    out.description = os.str();
+    return out;
+  }
 
   EvalResult evaluate(nn::Module& module, const std::string& split, int64_t max_batches) override {
     LSF_CHECK(data_.count(split)) << "internal: split '" << split << "' was not loaded";
