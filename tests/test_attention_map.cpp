@@ -3,7 +3,7 @@
 // that keeps each row's mass, effective attention, colour runs), a synthetic n = 2048 picture
 // that stays small and says how it was binned, and `lsf attention`'s library call on tiny trained
 // runs of the three families (LRA, char-LM, vision): well-formed SVG with the expected parts, and
-// errors naming the bad value and the valid range.
+// errors naming the bad value and the valid range; the char-LM run's report.html with its sample.
 #include <filesystem>
 #include <fstream>
 
@@ -16,6 +16,7 @@
 #include "lsformer/models/train/attention_layout.h"
 #include "lsformer/models/train/attention_map.h"
 #include "lsformer/models/train/config.h"
+#include "lsformer/models/train/run_report.h"
 #include "lsformer/ops/long_short.h"
 
 namespace fs = std::filesystem;
@@ -208,7 +209,7 @@ TEST_CASE("lsf attention on a trained LRA run: the window band, the slots, P; na
   fs::remove_all(dir);
 }
 
-TEST_CASE("lsf attention on a char-LM run: memory and block keys, chunk slots", "[attention_map][train][lm]") {
+TEST_CASE("lsf attention on a char-LM run: memory and block keys, chunk slots; its report's sample", "[attention_map][train][lm]") {
   const fs::path dir = fresh_dir("lm");
   std::ofstream(dir / "train.txt") << std::string(400, 'a') + "the tide rolls in and out of the sea. ";
   std::ofstream(dir / "dev.txt") << "the sea rolls in, the tide rolls out; the sea and the tide. ";
@@ -228,6 +229,20 @@ TEST_CASE("lsf attention on a char-LM run: memory and block keys, chunk slots", 
   CHECK_THAT(texts, Contains("window (the last w = 4 keys)") && Contains("8 chunk slots (m: memory, b: block)") &&
                         Contains("memory") && Contains("block") && Contains("char-LM dev block 3: characters 24..31"));
   CHECK_THROWS_WITH(attention_map(ckpt, {.index = 7}), Contains("block index 7 is out of range for the dev split (0..6"));
+
+  // The run's report: well formed, self-contained (its one figure, the curves, inline), with a
+  // text sample of the best checkpoint after the prompt.
+  const std::string html = testing::read_file(write_run_report((dir / "run").string(), {.sample_tokens = 40}));
+  int svgs = 0;
+  for (const auto& e : testing::parse_markup(html, {"meta", "br"})) {
+    svgs += e.tag == "svg";
+    CHECK(!e.attributes.count("src"));
+    CHECK(!e.attributes.count("href"));
+    CHECK(e.tag != "img");
+  }
+  CHECK(svgs == 1);
+  CHECK_THAT(html, Contains("<h2>Sample</h2>") && Contains("40 characters from best.safetensors") && Contains("<pre>the <b>"));
+  CHECK(html.find("No sample") == std::string::npos);
   fs::remove_all(dir);
 }
 

@@ -226,6 +226,8 @@ TEST_CASE("a training run keeps curves.svg current, and lsf report writes a self
   CHECK(tags["script"] == 0);
   CHECK(tags["link"] == 0);
   CHECK(tags["polyline"] >= 4);
+  // Accuracies as percentages, as the progress line and the summary print them.
+  CHECK(std::regex_search(html, std::regex(R"(<td>accuracy</td><td>\d+\.\d%</td><td>\d+\.\d%</td>)")));
   CHECK_THAT(html, Contains("<h2>Summary</h2>") && Contains("<td>accuracy</td>") && Contains("<h2>Config</h2>") &&
                        Contains("&quot;tensorboard_every&quot;: 0"));
 

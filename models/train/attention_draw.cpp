@@ -18,7 +18,7 @@ constexpr const char* kQueryColour = "#d62728";  // the highlighted query
 constexpr const char* kWindowColour = "#08306b";
 constexpr const char* kSlotColour = "#e6550d";
 constexpr const char* kMemoryShade = "#e8e8e8";
-constexpr const char* kBandShade = "#fdf3c8";  // the window band's extent
+constexpr const char* kBandShade = "#fdf6dc";  // the window band's extent
 
 double max_of(const std::vector<double>& v) {
   double m = 0.0;

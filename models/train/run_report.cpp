@@ -41,13 +41,24 @@ std::string cell(const json& v) {
   return xml_escape(v.is_string() ? v.get<std::string>() : v.dump());
 }
 
+// A fraction shown as a percentage (0.441 → "44.1%"), as the progress line and the summary
+// print accuracies; other numbers as cell() shows them.
+std::string metric_cell(const std::string& key, const json& v) {
+  const bool fraction = key.size() >= 8 && key.compare(key.size() - 8, 8, "accuracy") == 0;
+  if (!(fraction || key == "top1" || key == "top5") || !v.is_number()) return cell(v);
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f%%", 100.0 * v.get<double>());
+  return buf;
+}
+
 // summary.json as two tables: the dev and test numbers side by side, then the run's facts.
 std::string summary_section(const json& s) {
   std::string html = "<h2>Summary</h2>\n<table>\n<tr><th>metric</th><th>dev</th><th>test</th></tr>\n";
   const json dev = s.value("dev", json::object()), test = s.value("test", json::object());
   for (const auto& [key, value] : dev.items()) {
     if (key == "split" || key == "step") continue;
-    html += "<tr><td>" + xml_escape(key) + "</td><td>" + cell(value) + "</td><td>" + cell(test.value(key, json())) + "</td></tr>\n";
+    html += "<tr><td>" + xml_escape(key) + "</td><td>" + metric_cell(key, value) + "</td><td>" +
+            metric_cell(key, test.value(key, json())) + "</td></tr>\n";
   }
   html += "</table>\n<table>\n";
   auto row = [&](const std::string& label, const std::string& value) {
