@@ -188,7 +188,7 @@ Svg draw_sequence_picture(const SequencePicture& p, int64_t query, int64_t max_c
     }
     xl = xs + Ws + 30;
   }
-  legend(svg, xl, y0 + 10, vk, p.keys_title);
+  legend(svg, xl, y0 + 10, vk, p.slots > 0 ? "window" : "attention");
   if (S > 0) {
     legend(svg, xl, y0 + 60, vs, "slots");
     legend(svg, xl, y0 + 110, vp, "P");
@@ -317,12 +317,12 @@ Svg draw_image_picture(const ImagePicture& p) {
   const double small = 72;
   const int64_t slot_rows = (r + per_row - 1) / per_row;
   const double panels = p.effective.empty() ? 1 : 2;
-  const double width = std::max(x0 + panels * (size + 30) + 10, x0 + per_row * (small + 12) + 10);
+  const double width = std::max({x0 + panels * (size + 30) + 10, r > 0 ? x0 + per_row * (small + 12) + 10 : 0.0, 560.0});
   const double ysl = y0 + size + 40;
   const double notes_y = ysl + double(slot_rows) * (small + 30) + 12;
   std::vector<std::string> notes = p.notes;
-  notes.push_back("Red: attention of the query patch (cyan) on each patch, scaled to the panel's maximum; small maps: "
-                  "what each projection slot pools (P), titled with the query's attention on that slot.");
+  notes.push_back(std::string("Red: attention of the query patch (cyan) on each patch, scaled to the panel's maximum") +
+                  (r > 0 ? "; small maps: what each projection slot pools (P), titled with the query's attention on that slot." : "."));
   notes = wrap_lines(notes, note_chars(width));
   const double height = notes_y + 16.0 * double(notes.size()) + 10;
   Svg svg(width, height);
@@ -334,7 +334,9 @@ Svg draw_image_picture(const ImagePicture& p) {
     const double x = x0 + double(i % per_row) * (small + 12), y = ysl + double(i / per_row) * (small + 30);
     std::vector<double> row(p.pooling.begin() + i * N, p.pooling.begin() + (i + 1) * N);
     svg.text(x, y - 6, "slot " + std::to_string(i) + ": " + fmt(p.slot_weights[size_t(i)], 3), {{"font-size", "10"}});
-    heat_map(svg, row, p.side, p.side, x, y, small / double(p.side), small / double(p.side), max_of(row));
+    // Whole-pixel cells: Cairo would leave hairlines between rows of fractional height.
+    const double cell = std::max(1.0, std::floor(small / double(p.side)));
+    heat_map(svg, row, p.side, p.side, x, y, cell, cell, max_of(row));
   }
   double y = notes_y;
   for (const std::string& line : notes) {

@@ -238,6 +238,8 @@ class LmTask final : public Task {
 
   InspectedExample forward_example(nn::Module& module, const std::string& split, int64_t index) override {
     const int64_t count = examples(split), M = options_.block_length, C = options_.memory_length;
+    LSF_CHECK(count > 0) << "the " << split << " split holds no whole block of " << M << " characters (it has "
+                         << corpus_->split(split_of(split)).size() << ")";
     LSF_CHECK(index >= 0 && index < count) << "block index " << index << " is out of range for the " << split
                                            << " split (0.." << count - 1 << ": blocks of " << M << " characters)";
     const std::vector<uint8_t>& text = corpus_->split(split_of(split));

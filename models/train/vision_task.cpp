@@ -356,7 +356,7 @@ class VisionTask final : public Task {
     const auto& names = dataset.class_names();
     auto name = [&](int64_t c) { return c >= 0 && c < int64_t(names.size()) ? names[size_t(c)] : std::to_string(c); };
     std::ostringstream os;
-    os << dataset.name() << " " << split << " image " << index << ": label " << name(dataset.label(index)) << ", predicted "
+    os << dataset.name() << (dataset.name().find(split) == std::string::npos ? " " + split : "") << " image " << index << ": label " << name(dataset.label(index)) << ", predicted "
        << name(predicted) << " (p " << std::fixed << std::setprecision(2) << p[size_t(predicted)] << ")";
     out.description = os.str();
     return out;
