@@ -6,14 +6,17 @@
 #include <cstdio>
 
 #include "lsformer/engine/error.h"
+#include "lsformer/ops/kernels/long_short_geometry.h"
 
 namespace lsf::train {
 
 namespace {
-int64_t side_of(int64_t window) { return std::max<int64_t>(window / 2, 1); }
+// ext = max(⌊w/2⌋, 1): the one definition of the long-short window geometry (the CPU and CUDA
+// ops and the 2-D module use it too).
+int64_t side_of(int64_t window) { return ls_geometry::half_window(window); }
 }  // namespace
 
-int64_t bidirectional_window_span(int64_t window) { return window > 0 ? window + 2 * side_of(window) : 0; }
+int64_t bidirectional_window_span(int64_t window) { return window > 0 ? ls_geometry::window_span(window) : 0; }
 
 int64_t bidirectional_window_key(int64_t query, int64_t slot, int64_t window, int64_t n) {
   LSF_CHECK(window > 0) << "bidirectional_window_key: window " << window << " must be positive";
@@ -25,7 +28,7 @@ int64_t causal_window_key(int64_t query, int64_t slot, int64_t window, int64_t m
   return memory + query - (window - 1 - slot);
 }
 
-int64_t window2d_span(int64_t window) { return window + 2 * side_of(window); }
+int64_t window2d_span(int64_t window) { return ls_geometry::window_span(window); }
 
 int64_t window2d_key(int64_t query, int64_t slot, int64_t window, int64_t nx) {
   const int64_t T = window2d_span(window), p = side_of(window);
