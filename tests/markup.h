@@ -1,6 +1,7 @@
 // A minimal XML / HTML reader for tests of generated documents (SVG charts, attention maps,
 // report.html): parse_markup checks that every element closes in order, attribute values are
-// quoted and no text holds a bare '<', and returns the start tags with their attributes.
+// quoted and given once per element, and no text holds a bare '<', and returns the start tags
+// with their attributes.
 #pragma once
 
 #include <map>
@@ -19,7 +20,7 @@ struct Element {
 };
 
 // The start tags of a document, after checking that every element closes in order (HTML's void
-// elements `void_tags` need no end tag), attribute values are quoted and no text holds a bare '<'.
+// elements `void_tags` need no end tag), attribute values are quoted and given once, and no text holds a bare '<'.
 inline std::vector<Element> parse_markup(const std::string& doc, const std::set<std::string>& void_tags = {}) {
   std::vector<Element> elements;
   std::vector<std::string> open;
@@ -47,6 +48,8 @@ inline std::vector<Element> parse_markup(const std::string& doc, const std::set<
     std::string rest = p == std::string::npos ? "" : inside.substr(p);
     std::smatch m;
     while (std::regex_search(rest, m, attribute) && m.position(0) == 0) {
+      INFO("<" << inside << ">");
+      REQUIRE(e.attributes.count(m[1]) == 0);  // an attribute given twice is not XML
       e.attributes[m[1]] = m[2];
       rest = m.suffix();
     }

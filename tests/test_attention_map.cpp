@@ -206,6 +206,20 @@ TEST_CASE("lsf attention on a trained LRA run: the window band, the slots, P; na
   CHECK_THROWS_WITH(attention_map(ckpt, {.split = "valid"}), Contains("unknown split 'valid' (expected train, dev or test)"));
   CHECK_THROWS_WITH(attention_map(ckpt, {.query = 500}), Contains("--query 500 is out of range"));
   CHECK_THROWS_WITH(write_attention_map(ckpt, {}, (dir / "a.pdf").string()), Contains("as .svg or .png, got '.pdf'"));
+
+  // Full attention and Linformer draw their own matrices (--set: the same data, another model).
+  for (const char* kind : {"full", "linformer"}) {
+    INFO(kind);
+    std::ostringstream other_log;
+    testing::run_training(parse_config(testing::read_file(dir / "run" / "config.json"),
+                                       {std::string("model.attention=") + kind, "model.linformer_k=4",
+                                        std::string("model.pooling=") + (std::string(kind) == "full" ? "cls" : "mean")}),
+                          dir / kind, other_log);
+    const std::string svg = attention_map((dir / kind / "best.safetensors").string(), {.index = 2}).str();
+    testing::parse_markup(svg);
+    CHECK_THAT(texts_of(svg), Contains(std::string(kind) == "full" ? "Full attention: every query over every token"
+                                                                   : "4 projected slots"));
+  }
   fs::remove_all(dir);
 }
 
@@ -243,6 +257,14 @@ TEST_CASE("lsf attention on a char-LM run: memory and block keys, chunk slots; i
   CHECK(svgs == 1);
   CHECK_THAT(html, Contains("<h2>Sample</h2>") && Contains("40 characters from best.safetensors") && Contains("<pre>the <b>"));
   CHECK(html.find("No sample") == std::string::npos);
+
+  // The full-attention char-LM (the quick_full baseline): [memory ; block] keys, no slots.
+  std::ostringstream full_log;
+  testing::run_training(parse_config(testing::read_file(dir / "run" / "config.json"), {"model.attention=full"}),
+                        dir / "full", full_log);
+  const std::string full = attention_map((dir / "full" / "best.safetensors").string(), {.index = 3}).str();
+  testing::parse_markup(full);
+  CHECK_THAT(texts_of(full), Contains("Full attention over [memory ; block]") && Contains("memory"));
   fs::remove_all(dir);
 }
 

@@ -105,13 +105,14 @@ Svg draw_sequence_picture(const SequencePicture& p, int64_t query, int64_t max_c
   const double c = std::clamp(std::floor(560.0 / double(std::max(rb.bins, kb.bins))), 2.0, 16.0);
   const double cs = S > 0 ? std::clamp(std::floor(200.0 / double(sb.bins)), 3.0, 16.0) : 0.0;
   const double ph = S > 0 ? std::clamp(std::floor(160.0 / double(sb.bins)), 3.0, 12.0) : 0.0;
-  const bool key_text = kb.per_bin == 1 && K <= 96, slot_text = S > 0 && sb.per_bin == 1 && S <= 40;
+  // Labels only where a cell is wide enough for 8-px text.
+  const bool key_text = kb.per_bin == 1 && K <= 96 && c >= 8, slot_text = S > 0 && sb.per_bin == 1 && cs >= 8;
   const double x0 = 70, y0 = 100;
   const double Wk = double(kb.bins) * c, Hq = double(rb.bins) * c, Ws = double(sb.bins) * cs;
   const double yp = y0 + Hq + 30, Hp = double(sb.bins) * ph;
   const double ys = (S > 0 ? yp + Hp + 34 : y0 + Hq + 34), strip = 70;
   const double ylabels = ys + strip + 8;
-  const double notes_y = ylabels + (key_text ? 44 : 22);
+  const double notes_y = ylabels + (key_text ? 44 : 30);
   const double width = std::max(x0 + Wk + (S > 0 ? 30 + Ws : 0) + 170, 640.0);
   std::vector<std::string> notes = p.notes;  // wrapped below
   if (rb.per_bin > 1 || kb.per_bin > 1 || sb.per_bin > 1) {
@@ -223,8 +224,9 @@ Svg draw_sequence_picture(const SequencePicture& p, int64_t query, int64_t max_c
   const int64_t own = query + p.query_offset;
   if (own >= 0 && own < K) {
     const double xq = x0 + (double(kb.bin_of(own)) + 0.5) * c;
+    // An outlined triangle (Svg::polyline is never filled).
     svg.polyline({{xq - 4, ys + strip + 7}, {xq, ys + strip + 1}, {xq + 4, ys + strip + 7}, {xq - 4, ys + strip + 7}},
-                 {{"fill", kQueryColour}, {"stroke", kQueryColour}});
+                 {{"stroke", kQueryColour}, {"stroke-width", "1.5"}});
   }
   svg.text(x0 + Wk + 8, ys + 12, "■ window", {{"font-size", "10"}, {"fill", kWindowColour}});
   if (S > 0) svg.text(x0 + Wk + 8, ys + 26, "■ slots through P", {{"font-size", "10"}, {"fill", kSlotColour}});
