@@ -47,10 +47,10 @@ bool CaptureScope::wants(const Module* module) const {
   return false;
 }
 
-void CaptureScope::record(const Module* module, const std::string& name, const Tensor& tensor) {
+void CaptureScope::record(const Module* module, std::string_view name, const Tensor& tensor) {
   auto it = paths_.find(module);
   if (it == paths_.end()) return;
-  const std::string base = it->second.empty() ? name : it->second + "." + name;
+  const std::string base = it->second.empty() ? std::string(name) : it->second + "." + std::string(name);
   std::string key = base;
   for (int i = 1; tensors_.count(key) != 0; ++i) key = base + "#" + std::to_string(i);
   tensors_.emplace(key, tensor);
