@@ -171,7 +171,7 @@ Tensor long_short_attention_probabilities(const Tensor& q, const Tensor& k, cons
   TensorList logits;  // pieces of [B, h, n, R + s]
   if (R > 0) logits.push_back(matmul(q, kbar.transpose(2, 3)));  // G [B, h, n, R]
   if (w > 0) {
-    Tensor index = window_rows(n, w, s);
+    Tensor index = window_rows(n, w, s).to(q.device());  // on the inputs' device (CUDA too)
     Tensor kt = index_select(pad(k, {0, 0, ext, ext}), 2, index).view({B, h, n / w, s, e});
     Tensor wl = matmul(q.reshape({B, h, n / w, w, e}), kt.transpose(3, 4));  // [B, h, n/w, w, s]
     Tensor key_real = index_select(pad(real.to(q.dtype()), {ext, ext}), 1, index).view({B, 1, n / w, 1, s});
@@ -203,7 +203,8 @@ Tensor long_short_attention_composed(const Tensor& q, const Tensor& k, const Ten
     Tensor pw = p.narrow(3, R, s);
     Tensor ctx;
     if (w > 0) {
-      Tensor vt = index_select(pad(v, {0, 0, ext, ext}), 2, window_rows(n, w, s)).view({B, h, n / w, s, e});
+      const Tensor rows = window_rows(n, w, s).to(q.device());
+      Tensor vt = index_select(pad(v, {0, 0, ext, ext}), 2, rows).view({B, h, n / w, s, e});
       ctx = matmul(pw.reshape({B, h, n / w, w, s}), vt).reshape({B, h, n, e});
     } else {
       ctx = mul(pw, v);
