@@ -97,7 +97,7 @@ TEST_CASE("window slots land on the keys each long-short form defines", "[attent
   }
 }
 
-TEST_CASE("binning keeps each row's mass; effective attention; colour runs", "[attention_map]") {
+TEST_CASE("binning keeps each row's mass, effective attention, colour runs", "[attention_map]") {
   const AxisBins b = make_bins(10, 4);
   CHECK(b.per_bin == 3);
   CHECK(b.bins == 4);
@@ -170,7 +170,7 @@ TEST_CASE("an n = 2048 long-short picture is binned, says so, and stays small", 
   CHECK_THROWS_WITH(draw_sequence_picture(p, 2048, 192), Contains("query 2048 outside 0..2047"));
 }
 
-TEST_CASE("lsf attention on a trained LRA run: the window band, the slots, P; named errors", "[attention_map][train]") {
+TEST_CASE("lsf attention on a trained LRA run: the window band, the slots, P, named errors", "[attention_map][train]") {
   const fs::path dir = fresh_dir("lra");
   std::ostringstream log;
   testing::run_training(parse_config(R"({
@@ -223,7 +223,7 @@ TEST_CASE("lsf attention on a trained LRA run: the window band, the slots, P; na
   fs::remove_all(dir);
 }
 
-TEST_CASE("lsf attention on a char-LM run: memory and block keys, chunk slots; its report's sample", "[attention_map][train][lm]") {
+TEST_CASE("lsf attention on a char-LM run: memory and block keys, chunk slots, its report's sample", "[attention_map][train][lm]") {
   const fs::path dir = fresh_dir("lm");
   std::ofstream(dir / "train.txt") << std::string(400, 'a') + "the tide rolls in and out of the sea. ";
   std::ofstream(dir / "dev.txt") << "the sea rolls in, the tide rolls out; the sea and the tide. ";
