@@ -40,8 +40,10 @@ inline void oracle_layer_norm(double* row, int64_t C, const std::vector<double>&
   for (int64_t c = 0; c < C; ++c) row[c] = (row[c] - mean) * inv * gamma[size_t(c)] + beta[size_t(c)];
 }
 
-// x [B, g + nx², C] → y [B, g + nx², C].
-inline std::vector<double> oracle_forward(const OracleConfig& cf, const OracleParams& pr, const std::vector<double>& x) {
+// x [B, g + nx², C] → y [B, g + nx², C]. `probs` (if not null) receives the joint probabilities
+// of every patch query, [B, h, nx², r + T² + g] in the slot order above.
+inline std::vector<double> oracle_forward(const OracleConfig& cf, const OracleParams& pr, const std::vector<double>& x,
+                                          std::vector<double>* probs = nullptr) {
   const int64_t C = cf.C, h = cf.heads, e = C / h, w = cf.window, r = cf.rank, g = cf.global, nx = cf.side_len;
   const int64_t N = nx * nx, n = g + N;
   const int64_t side = std::max<int64_t>(w / 2, 1), T = w + 2 * side, p = w / 2;
@@ -151,6 +153,11 @@ inline std::vector<double> oracle_forward(const OracleConfig& cf, const OraclePa
           for (size_t i = 0; i < logit.size(); ++i) {
             for (int64_t c = 0; c < e; ++c)
               out[size_t((iy * nx + ix) * C + hd * e + c)] += logit[i] / z * value[i][size_t(c)];
+          }
+          if (probs != nullptr) {
+            const size_t S = logit.size(), at = size_t(((b * h + hd) * N + iy * nx + ix)) * S;
+            if (probs->size() < at + S) probs->resize(at + S);
+            for (size_t i = 0; i < S; ++i) (*probs)[at + i] = logit[i] / z;
           }
         }
       }

@@ -2,7 +2,8 @@
 // independent dense oracle of long_short_2d_oracle.h in f64 and f32, against a PyTorch
 // implementation (fixtures/gen_long_short_2d.py; forward and gradients), the RPE index map and its
 // collision counts, border masking, w = 1, full coverage vs dense attention, the global-token
-// update, row-stochasticity and DualLN scale invariance, f64 gradchecks, and bad configurations.
+// update, row-stochasticity and DualLN scale invariance, f64 gradchecks, bad configurations, and
+// the probabilities an nn::CaptureScope records (the oracle's).
 #include <algorithm>
 #include <map>
 #include <set>
@@ -11,6 +12,7 @@
 #include "helpers.h"
 #include "long_short_2d_oracle.h"
 #include "lsformer/models/attention/long_short_2d.h"
+#include "lsformer/models/nn/capture.h"
 #include "lsformer/models/nn/init.h"
 
 using namespace lsf;
@@ -580,4 +582,26 @@ TEST_CASE("projection_stride s compresses only every s-th row and column", "[lon
   CHECK(own.forward(randn({1, 17, 8}), map_args(4, 1)).shape() == Shape{1, 17, 8});
   CHECK_THROWS_WITH(LongShortAttention2d({.dim = 8, .heads = 2, .window = 2, .projection_stride = 0}),
                     Catch::Contains("projection_stride = 0"));
+}
+
+TEST_CASE("LongShortAttention2d records the oracle's joint probabilities and P", "[long_short_2d][capture]") {
+  const LongShortAttention2dOptions o{.dim = 8, .heads = 2, .window = 2, .rank = 3};
+  for (int64_t g : {0, 1}) {
+    INFO("g = " << g);
+    LongShortAttention2d m(o);
+    randomise(m, 31 + uint64_t(g));
+    m.to(kF64);
+    Generator gen(5);
+    const Tensor x = randn({2, g + 16, o.dim}, TensorOptions(kF64), &gen);
+    nn::CaptureScope cap(m);
+    m.forward(x, map_args(4, g));
+    std::vector<double> probs;
+    test::ls2d::oracle_forward(config_of(o, 2, 4, g), params_of(m), values(x), &probs);
+    const int64_t T = m.span();
+    REQUIRE(cap.get("attention").shape() == Shape({2, 2, 16, o.rank + T * T + g}));
+    // f64: a softmax over ≤ 20 logits that are sums of ≤ 8 products, computed in another order.
+    test::check_close(cap.get("attention"), probs, 1e-13, 1e-13);
+    // P: a softmax over the 16 patch positions per (head, slot).
+    for (double s : values(sum(cap.get("proj"), {3}))) CHECK(std::fabs(s - 1.0) < 1e-14);
+  }
 }
