@@ -322,8 +322,11 @@ class LraTask final : public Task {
     LSF_CHECK(index >= 0 && index < count)
         << "example index " << index << " is out of range for the " << split << " split (0.." << count - 1 << ")";
     const data::Dataset& all = *data_.at(split);
-    auto one = std::make_shared<data::Dataset>(all);
-    one->examples = {all.examples[size_t(index)]};
+    auto one = std::make_shared<data::Dataset>(data::Dataset{.name = all.name,
+                                                             .examples = {all.examples[size_t(index)]},
+                                                             .vocab_size = all.vocab_size,
+                                                             .num_classes = all.num_classes,
+                                                             .paired = all.paired});  // not a copy of the split
     data::BatchOptions options = batch_options(config_, /*training=*/false);
     options.batch_size = 1;
     const data::Batch b = data::BatchLoader(one, options).batch(0);
