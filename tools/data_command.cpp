@@ -67,7 +67,7 @@ int run_text(const std::vector<std::string>& args) {
 void data_usage(std::ostream& os) {
   os << "usage: lsf data listops --out DIR [--train N] [--val N] [--test N] [--seed S] [--min-length L] [--max-length L]\n"
         "       lsf data text --from PATH --out DIR\n"
-        "       lsf data pathfinder --out DIR [...] (below)\n\n"
+        "       lsf data pathfinder --out DIR [--size 32|64|128] [--difficulty baseline|9|14] [--count N] [--seed S]\n\n"
         "listops: generates ListOps as the LRA generator does (same operators, depth, argument counts,\n"
         "strict length bounds, de-duplication) and writes LRA's TSV files.\n\n";
   print_flags(os, listops_flags());

@@ -36,8 +36,7 @@ data::PathfinderDifficulty parse_difficulty(const std::string& text) {
 }  // namespace
 
 void data_pathfinder_usage(std::ostream& os) {
-  os << "       lsf data pathfinder --out DIR [--size 32|64|128] [--difficulty baseline|9|14] [--count N] [--seed S]\n\n"
-        "pathfinder: LRA's Pathfinder images (two marker discs, curvy dashed contours, distractors; label 1 when\n"
+  os << "pathfinder: LRA's Pathfinder images (two marker discs, curvy dashed contours, distractors; label 1 when\n"
         "the markers lie on one contour), generated offline (docs/data-formats.md §1.4.6) in the release layout.\n\n";
   print_flags(os, pathfinder_flags());
 }
