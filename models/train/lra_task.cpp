@@ -217,7 +217,10 @@ void check_lra_data_paths(const RunConfig& config) {
   SplitPaths p = data_files(task, d);
   auto check = [&](const char* split, const std::string& path, const std::string& key) {
     LSF_CHECK(fs::exists(path)) << "'" << key << "': the " << task << " " << split << " data '" << path << "' does not exist"
-                                << (task == "listops" ? " (`lsf data listops --out DIR` generates ListOps in that layout)" : "");
+                                << (task == "listops"      ? " (`lsf data listops --out DIR` generates ListOps in that layout)"
+                                    : task == "pathfinder" ? " (`lsf data pathfinder --out DIR` generates Pathfinder in that layout, "
+                                                             "or set data.generate.enabled to make it in memory)"
+                                                           : "");
   };
   check("train", p.train, d.files.train.empty() ? "data.path" : "data.files.train");
   check("dev", p.dev, d.files.dev.empty() ? "data.path" : "data.files.dev");
