@@ -216,24 +216,27 @@ bool attempt(const PathfinderGeometry& g, int64_t n, int32_t label, PhiloxStream
     placed = inside(targets[1].tip, n, margin);
   }
   if (!placed) return false;
+  // Markers: the origin on one target's tip; the terminal on the far end of the same target
+  // (label 1) or of the other (label 0). A marker is ink of the contour it sits on. The origin
+  // is drawn before the contours grow (its place is known), so the other contour keeps clear of
+  // it from the start instead of failing the whole attempt at the end; as dash 0's ink, it is
+  // also "older" ink its own contour's later dashes keep clear of.
+  const int first = int(rng.below(2));
+  const Contour& origin = targets[first];
+  const Contour& terminal = targets[label == 1 ? first : 1 - first];
+  canvas.commit(canvas.raster_disc(origin.tip, g.marker_radius), origin.id, 0);
+  out->markers[0] = {int64_t(std::floor(origin.tip.y)), int64_t(std::floor(origin.tip.x))};
+
   // The two targets grow in turns, one dash each, so neither takes all the room.
   for (int64_t s = 0; s < g.contour_length; ++s)
     for (Contour& k : targets)
       if (!grow(canvas, k, g, rng)) return false;
 
-  // Markers: the origin on one target's tip; the terminal on the far end of the same target
-  // (label 1) or of the other (label 0). A marker is ink of the contour it sits on.
-  const int first = int(rng.below(2));
-  const Contour& origin = targets[first];
-  const Contour& terminal = targets[label == 1 ? first : 1 - first];
-  int64_t m = 0;
-  for (const auto& [contour, at] : {std::pair{&origin, origin.tip}, std::pair{&terminal, terminal.end}}) {
-    std::vector<Ink> disc = canvas.raster_disc(at, g.marker_radius);
-    // a marker may touch any dash of its own contour
-    if (!canvas.fits(disc, contour->id, /*oldest_near=*/0, /*border=*/false, nullptr)) return false;
-    canvas.commit(disc, contour->id, contour->dashes);
-    out->markers[size_t(m++)] = {int64_t(std::floor(at.y)), int64_t(std::floor(at.x))};
-  }
+  std::vector<Ink> disc = canvas.raster_disc(terminal.end, g.marker_radius);
+  // a marker may touch any dash of its own contour
+  if (!canvas.fits(disc, terminal.id, /*oldest_near=*/0, /*border=*/false, nullptr)) return false;
+  canvas.commit(disc, terminal.id, terminal.dashes);
+  out->markers[1] = {int64_t(std::floor(terminal.end.y)), int64_t(std::floor(terminal.end.x))};
 
   // Distractors: same dashes and turns, contour_length / 3 dashes; one that cannot be finished
   // is removed and tried elsewhere, and skipped after kDistractorTries (as the original's
