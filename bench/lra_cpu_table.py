@@ -47,7 +47,8 @@ DIFFERENCES = [
     "a much easier image set, so the accuracy is far above the paper's CIFAR-10 column and says nothing about it; "
     "only the comparison between the attentions carries over.",
     "- **Model**: the paper's LRA model (2 layers, d 64, 2 heads, FFN 128) for every task, w, r = 8, 32 for "
-    "long-short (the official scripts'; the Image / Pathfinder models were never released), CLS pooling for "
+    "long-short (the official scripts'; the paper also reports a tuned \"Transformer-LS (best)\", ListOps "
+    "w, r = 16, 2, docs/transformer-ls.md §2.5; the Image / Pathfinder models were never released), CLS pooling for "
     "long-short and mean pooling for full attention and Linformer (as docs/transformer-ls.md §2.5); no dropout; "
     "f32 on the CPU instead of mixed precision on GPUs.",
     "- **Paper column**: Zhu et al. 2021, Table 1 (Full Attention, Linformer, Transformer-LS rows); only the "
