@@ -3,6 +3,7 @@
 #include "lsformer/data/image.h"
 
 #include "lsformer/data/file_util.h"
+#include "lsformer/data/idx.h"
 #include "lsformer/engine/error.h"
 
 namespace lsf::data {
@@ -45,6 +46,29 @@ Dataset read_cifar10_gray(const std::vector<std::string>& batch_files) {
       example.label = record[0];
       dataset.examples.push_back(std::move(example));
     }
+  }
+  return dataset;
+}
+
+Dataset read_fashion_mnist_lra(const std::string& dir, const std::string& split) {
+  const std::shared_ptr<InMemoryImageDataset> images = read_fashion_mnist(dir, split);
+  constexpr int64_t kSide = 32;
+  const int64_t h = images->height(), w = images->width();
+  LSF_CHECK(h <= kSide && w <= kSide) << "read_fashion_mnist_lra: '" << dir << "' holds " << h << "×" << w
+                                      << " images, larger than the 32×32 of LRA Image";
+  const int64_t top = (kSide - h) / 2, left = (kSide - w) / 2;
+  Dataset dataset;
+  dataset.name = "lra_image";
+  dataset.vocab_size = 256;
+  dataset.num_classes = 10;
+  dataset.examples.resize(size_t(images->size()));
+  for (int64_t i = 0; i < images->size(); ++i) {
+    Example& e = dataset.examples[size_t(i)];
+    e.tokens.assign(size_t(kSide * kSide), 0);
+    const uint8_t* pixels = images->pixels(i);
+    for (int64_t y = 0; y < h; ++y)
+      for (int64_t x = 0; x < w; ++x) e.tokens[size_t((top + y) * kSide + left + x)] = pixels[y * w + x];
+    e.label = images->label(i);
   }
   return dataset;
 }

@@ -1,4 +1,5 @@
-// CIFAR-10 (LRA "Image"): the binary batches turned into grayscale pixel sequences.
+// CIFAR-10 (LRA "Image"): the binary batches turned into grayscale pixel sequences; and
+// Fashion-MNIST as its offline stand-in (read_fashion_mnist_lra, below).
 // Spec: docs/data-formats.md §1.4.4 and §1.5.
 //
 // File format: records of 1 + 3072 bytes: a label byte 0..9, then 1024 R, 1024 G and 1024 B
@@ -38,5 +39,12 @@ uint8_t cifar_gray(uint8_t r, uint8_t g, uint8_t b);
 // Reads every record of every file, in order. Errors name the file (missing, size not a
 // multiple of 3073, empty list) and the record (label byte > 9).
 Dataset read_cifar10_gray(const std::vector<std::string>& batch_files);  // 1024 tokens, vocab 256, 10 classes
+
+// Fashion-MNIST (IDX files under `dir`, plain or .gz: data/idx.h) as LRA Image sequences: each
+// 28×28 image padded with 2 black pixels on every side to 32×32 (no resampling, so pixel values
+// stay exact), 1024 tokens row-major, vocab 256, 10 classes — the shape of LRA's grayscale
+// CIFAR-10, and the same token convention (raw pixel values, black = 0). split "train" (60,000)
+// or "test" (10,000). Errors name the file (missing, truncated, corrupt: read_idx_u8's).
+Dataset read_fashion_mnist_lra(const std::string& dir, const std::string& split);
 
 }  // namespace lsf::data

@@ -112,6 +112,27 @@ std::vector<uint8_t> read_gray_png(const std::string& path, int64_t* height, int
   return pixels;
 }
 
+void write_gray_png(const std::string& path, const std::vector<uint8_t>& pixels, int64_t height, int64_t width) {
+  LSF_CHECK(height > 0 && width > 0 && int64_t(pixels.size()) == height * width)
+      << "write_gray_png: '" << path << "': " << pixels.size() << " pixels for " << height << "×" << width;
+  png_image image;
+  std::memset(&image, 0, sizeof(image));
+  image.version = PNG_IMAGE_VERSION;
+  image.width = png_uint_32(width);
+  image.height = png_uint_32(height);
+  image.format = PNG_FORMAT_GRAY;
+  const std::string tmp = path + ".tmp";
+  if (!png_image_write_to_file(&image, tmp.c_str(), /*convert_to_8bit=*/0, pixels.data(), /*row_stride=*/0,
+                               /*colormap=*/nullptr)) {
+    const std::string message = image.message;
+    png_image_free(&image);
+    LSF_FAIL() << "write_gray_png: cannot write '" << path << "': " << message;
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  LSF_CHECK(!ec) << "write_gray_png: cannot rename '" << tmp << "' to '" << path << "': " << ec.message();
+}
+
 Dataset read_pathfinder(const std::string& root, const std::string& split, uint64_t seed) {
   LSF_CHECK(split == "train" || split == "val" || split == "test")
       << "read_pathfinder: split must be \"train\", \"val\" or \"test\", got \"" << split << "\"";

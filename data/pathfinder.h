@@ -27,6 +27,10 @@ namespace lsf::data {
 // name the file (missing, not a PNG, colour/alpha/16-bit, corrupt).
 std::vector<uint8_t> read_gray_png(const std::string& path, int64_t* height, int64_t* width);
 
+// Writes an 8-bit grayscale PNG of `height`×`width` pixels (row-major), through a temporary file
+// renamed into place; errors name the file. The Pathfinder generator and its contact sheet use it.
+void write_gray_png(const std::string& path, const std::vector<uint8_t>& pixels, int64_t height, int64_t width);
+
 // split "train"|"val"|"test": 80/10/10 of the shuffled (seed) valid samples
 Dataset read_pathfinder(const std::string& root, const std::string& split, uint64_t seed);
 

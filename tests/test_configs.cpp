@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "helpers.h"
+#include "lsformer/data/idx.h"
 #include "lsformer/models/lra/lra_model.h"
 #include "lsformer/models/lm/lm_options.h"
 #include "lsformer/models/train/config.h"
@@ -97,11 +98,12 @@ TEST_CASE("every shipped config loads and validates", "[configs]") {
       continue;
     }
     // The model the config describes is one the LRA model accepts (vocabulary and classes of
-    // the task: ListOps 16/10, bytes 257/2).
+    // the task: ListOps 16/10, bytes 257/2, pixels 256/10 (lra_image) or 256/2 (pathfinder)).
     data::Dataset shape_only;
     shape_only.name = c.task;
-    shape_only.vocab_size = c.task == "listops" ? 16 : 257;
-    shape_only.num_classes = c.task == "listops" ? 10 : 2;
+    const bool pixels = c.task == "lra_image" || c.task == "pathfinder";
+    shape_only.vocab_size = c.task == "listops" ? 16 : pixels ? 256 : 257;
+    shape_only.num_classes = c.task == "listops" || c.task == "lra_image" ? 10 : 2;
     shape_only.paired = c.task == "retrieval";
     CHECK_NOTHROW(lra::validate(train::model_options(c, shape_only)));
     if (f.find("/lra/") != std::string::npos) {
@@ -121,6 +123,21 @@ TEST_CASE("every shipped config loads and validates", "[configs]") {
       CHECK_FALSE(s.data.path.empty());
     }
   }
+  // configs/lra-cpu/: the 3 offline tasks × 3 attentions of bench/run_lra_cpu.sh, each one
+  // trainable without a download (generated in memory, or Debian's Fashion-MNIST).
+  for (const char* task : {"listops", "pathfinder32", "image"})
+    for (const char* attention : {"ls", "full", "linformer"}) {
+      const std::string f = kConfigDir + "/lra-cpu/" + task + "_" + attention + ".json";
+      INFO(f);
+      REQUIRE(std::find(files.begin(), files.end(), f) != files.end());
+      const train::RunConfig c = train::load_config(f);
+      const train::LraSections& s = train::lra_sections(c);
+      CHECK((s.data.generate.enabled || s.data.source == train::LraImageSource::FashionMnist));
+      CHECK(s.model.layers == 2);
+      CHECK(s.model.dim == 64);
+      if (s.data.source != train::LraImageSource::FashionMnist || data::fashion_mnist_installed())
+        CHECK_NOTHROW(train::validate_data_paths(c));
+    }
   train::RunConfig q = train::load_config(kConfigDir + "/quickstart.json");
   CHECK(train::lra_sections(q).data.generate.enabled);
   CHECK_NOTHROW(train::validate_data_paths(q));  // generated in memory: nothing to find

@@ -46,6 +46,8 @@ int run_eval(const std::vector<std::string>& args);
 void eval_usage(std::ostream& os);
 int run_data(const std::vector<std::string>& args);
 void data_usage(std::ostream& os);
+int run_data_pathfinder(const std::vector<std::string>& args);  // lsf data pathfinder
+void data_pathfinder_usage(std::ostream& os);
 int run_generate(const std::vector<std::string>& args);
 void generate_usage(std::ostream& os);
 int run_info(const std::vector<std::string>& args);

@@ -1,6 +1,7 @@
 // lsf data: writes a dataset to disk.
 //   listops  the LRA ListOps dataset, generated offline (data/listops.h) and written in the
 //            release's TSV layout: DIR/basic_{train,val,test}.tsv.
+//   pathfinder  LRA Pathfinder images, generated offline (tools/data_pathfinder_command.cpp).
 //   text     any text split contiguously 90/5/5 for the char-LM (data/char_corpus.h), written as
 //            DIR/{train,dev,test}.txt (the raw bytes of each split).
 //
@@ -65,7 +66,8 @@ int run_text(const std::vector<std::string>& args) {
 
 void data_usage(std::ostream& os) {
   os << "usage: lsf data listops --out DIR [--train N] [--val N] [--test N] [--seed S] [--min-length L] [--max-length L]\n"
-        "       lsf data text --from PATH --out DIR\n\n"
+        "       lsf data text --from PATH --out DIR\n"
+        "       lsf data pathfinder --out DIR [--size 32|64|128] [--difficulty baseline|9|14] [--count N] [--seed S]\n\n"
         "listops: generates ListOps as the LRA generator does (same operators, depth, argument counts,\n"
         "strict length bounds, de-duplication) and writes LRA's TSV files.\n\n";
   print_flags(os, listops_flags());
@@ -74,13 +76,16 @@ void data_usage(std::ostream& os) {
         "bytes of each split. `--from gcide` takes the offline English corpus that scripts/install-deps.sh\n"
         "installs (Debian's dict-gcide).\n\n";
   print_flags(os, text_flags());
+  os << "\n";
+  data_pathfinder_usage(os);
 }
 
 int run_data(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "text") return run_text(std::vector<std::string>(args.begin() + 1, args.end()));
+  if (!args.empty() && args[0] == "pathfinder") return run_data_pathfinder(std::vector<std::string>(args.begin() + 1, args.end()));
   if (args.empty() || args[0] != "listops")
-    throw UsageError(args.empty() ? "which dataset? (lsf data listops|text ...)"
-                                  : "unknown dataset '" + args[0] + "' (lsf data listops or lsf data text)");
+    throw UsageError(args.empty() ? "which dataset? (lsf data listops|text|pathfinder ...)"
+                                  : "unknown dataset '" + args[0] + "' (lsf data listops, text or pathfinder)");
   ParsedFlags parsed = parse_flags(std::vector<std::string>(args.begin() + 1, args.end()), listops_flags());
   const std::string out = flag_value(parsed, "--out");
   if (out.empty()) throw UsageError("--out is required");

@@ -8,8 +8,10 @@
 #include <map>
 #include <sstream>
 
+#include "lsformer/data/idx.h"
 #include "lsformer/data/image.h"
 #include "lsformer/data/listops.h"
+#include "lsformer/data/lra_synthetic.h"
 #include "lsformer/data/pathfinder.h"
 #include "lsformer/data/retrieval.h"
 #include "lsformer/data/text.h"
@@ -40,7 +42,7 @@ data::Dataset slice(const data::Dataset& d, size_t begin, size_t end) {
   return out;
 }
 
-data::ListOpsSplits generate(const LraDataConfig& d) {
+data::ListOpsSplits generate_listops(const LraDataConfig& d) {
   data::ListOpsOptions o;
   o.max_depth = d.generate.max_depth;
   o.max_args = d.generate.max_args;
@@ -48,6 +50,20 @@ data::ListOpsSplits generate(const LraDataConfig& d) {
   o.max_length = d.generate.max_length;
   o.seed = d.seed;
   return data::generate_listops(d.generate.train, d.generate.dev, d.generate.test, o);
+}
+
+// One generated split (data.generate) of pathfinder, text or retrieval: the consecutive index
+// ranges train = [0, train), dev = [train, train + dev), test after them, of one seeded set.
+data::Dataset generate_split(const std::string& task, const LraDataConfig& d, const std::string& split) {
+  const GenerateConfig& g = d.generate;
+  const int64_t first = split == "train" ? 0 : split == "dev" ? g.train : g.train + g.dev;
+  const int64_t count = split == "train" ? g.train : split == "dev" ? g.dev : g.test;
+  if (task == "pathfinder")
+    return data::generate_pathfinder_dataset({.size = g.image_size, .difficulty = g.difficulty, .seed = d.seed}, first, count);
+  const data::SyntheticTextOptions o{.min_length = g.min_length, .max_length = g.max_length, .seed = d.seed};
+  if (task == "text") return data::synthetic_text(o, first, count);
+  LSF_CHECK(task == "retrieval") << "internal: no generator for task " << task;
+  return data::synthetic_retrieval(o, first, count);
 }
 
 // A text split: a TSV file ("label<TAB>text") or an aclImdb split folder (.../aclImdb/test).
@@ -67,6 +83,14 @@ data::Dataset read_split(const std::string& task, const LraDataConfig& d, const 
   if (task == "text") return read_text(path, d.max_length);
   if (task == "retrieval") return data::read_retrieval_tsv(path, d.max_length);
   if (task == "pathfinder") return data::read_pathfinder(path, split == "dev" ? "val" : split, d.seed);
+  if (d.source == LraImageSource::FashionMnist) {
+    // Fashion-MNIST as LRA Image: its 60,000 training images split 54,000 / 6,000 (the same
+    // 90/10 as CIFAR-10's below), its 10,000 test images the test split.
+    if (split == "test") return data::read_fashion_mnist_lra(path, "test");
+    data::Dataset all = data::read_fashion_mnist_lra(path, "train");
+    const size_t cut = all.examples.size() * 9 / 10;
+    return split == "train" ? slice(all, 0, cut) : slice(all, cut, all.examples.size());
+  }
   // lra_image: CIFAR-10's five training batches split 45,000 / 5,000 (LRA: train[:90%], train[90%:])
   if (split == "test") return data::read_cifar10_gray({path});
   std::vector<std::string> batches;
@@ -113,8 +137,11 @@ void in_unit(const std::string& source, const char* key, double value) {
 void validate_lra(const std::string& source, const RunConfig& c) {
   const LraSections& s = lra_sections(c);
   const LraDataConfig& d = s.data;
+  LSF_CHECK(d.source == LraImageSource::Cifar10 || c.task == "lra_image")
+      << source << ": 'data.source' is only for task lra_image, not \"" << c.task << "\"";
   if (d.generate.enabled) {
-    LSF_CHECK(c.task == "listops") << source << ": 'data.generate.enabled' is only for task listops, not \"" << c.task << "\"";
+    LSF_CHECK(c.task != "lra_image") << source << ": 'data.generate.enabled' is for listops, pathfinder, text and retrieval; "
+                                     << "lra_image reads CIFAR-10, or Fashion-MNIST offline with data.source=fashion_mnist";
     // A path beside generation would be silently ignored: the user meant one of the two.
     for (const auto& [key, value] : {std::pair<const char*, const std::string&>{"data.path", d.path},
                                      {"data.files.train", d.files.train}, {"data.files.dev", d.files.dev},
@@ -122,7 +149,7 @@ void validate_lra(const std::string& source, const RunConfig& c) {
       LSF_CHECK(value.empty()) << source << ": '" << key << "' is \"" << value
                                << "\" but 'data.generate.enabled' is true, so it would be ignored: set "
                                   "data.generate.enabled=false to read files, or leave '"
-                               << key << "' empty to generate ListOps in memory";
+                               << key << "' empty to generate the data in memory";
     at_least(source, "data.generate.train", double(d.generate.train), 1);
     at_least(source, "data.generate.dev", double(d.generate.dev), 1);
     at_least(source, "data.generate.test", double(d.generate.test), 1);
@@ -132,11 +159,14 @@ void validate_lra(const std::string& source, const RunConfig& c) {
         << d.generate.min_length << ") by at least 2 (the bounds are strict)";
     at_least(source, "data.generate.max_depth", double(d.generate.max_depth), 2);
     at_least(source, "data.generate.max_args", double(d.generate.max_args), 2);
+    LSF_CHECK(d.generate.image_size == 32 || d.generate.image_size == 64 || d.generate.image_size == 128)
+        << source << ": 'data.generate.image_size' must be 32, 64 or 128, got " << d.generate.image_size;
   } else {
     SplitPaths p = data_files(c.task, d);
     LSF_CHECK(!p.train.empty() && !p.dev.empty() && !p.test.empty())
         << source << ": 'data.path' (or 'data.files.*') must name the " << c.task << " data"
-        << (c.task == "listops" ? ", or set 'data.generate.enabled' to generate ListOps in memory" : "");
+        << (c.task == "lra_image" ? ", or set data.source=fashion_mnist for the offline stand-in"
+                                  : ", or set 'data.generate.enabled' to generate it in memory");
   }
   at_least(source, "data.max_length", double(d.max_length), 1);
   at_least(source, "data.seq_len", double(d.seq_len), 0);
@@ -182,15 +212,21 @@ void check_lra_data_paths(const RunConfig& config) {
   const LraDataConfig& d = lra_sections(config).data;
   if (d.generate.enabled) return;
   const std::string& task = config.task;
+  if (task == "lra_image" && d.source == LraImageSource::FashionMnist) {
+    if (d.path.empty() && d.files.train.empty()) data::find_fashion_mnist();  // names the package when missing
+  }
   SplitPaths p = data_files(task, d);
   auto check = [&](const char* split, const std::string& path, const std::string& key) {
     LSF_CHECK(fs::exists(path)) << "'" << key << "': the " << task << " " << split << " data '" << path << "' does not exist"
-                                << (task == "listops" ? " (`lsf data listops --out DIR` generates ListOps in that layout)" : "");
+                                << (task == "listops"      ? " (`lsf data listops --out DIR` generates ListOps in that layout)"
+                                    : task == "pathfinder" ? " (`lsf data pathfinder --out DIR` generates Pathfinder in that layout, "
+                                                             "or set data.generate.enabled to make it in memory)"
+                                                           : "");
   };
   check("train", p.train, d.files.train.empty() ? "data.path" : "data.files.train");
   check("dev", p.dev, d.files.dev.empty() ? "data.path" : "data.files.dev");
   check("test", p.test, d.files.test.empty() ? "data.path" : "data.files.test");
-  if (task == "lra_image" && d.files.train.empty())
+  if (task == "lra_image" && d.source == LraImageSource::Cifar10 && d.files.train.empty())
     for (int i = 1; i <= 5; ++i) {
       std::string f = join(d.path, "data_batch_" + std::to_string(i) + ".bin");
       LSF_CHECK(fs::exists(f)) << "'data.path': the CIFAR-10 training batch '" << f << "' does not exist";
@@ -432,6 +468,9 @@ void LraSections::visit(FieldVisitor& v) {
   v.field("data.generate.max_length", data.generate.max_length);
   v.field("data.generate.max_depth", data.generate.max_depth);
   v.field("data.generate.max_args", data.generate.max_args);
+  v.field("data.generate.image_size", data.generate.image_size);
+  v.field("data.generate.difficulty", data.generate.difficulty, data::kPathfinderDifficultyNames);
+  v.field("data.source", data.source, kLraImageSourceNames);
   v.field("data.seed", data.seed);
   v.field("data.max_length", data.max_length);
   v.field("data.seq_len", data.seq_len);
@@ -459,6 +498,8 @@ const LraSections& lra_sections(const RunConfig& config) { return config.section
 SplitPaths data_files(const std::string& task, const LraDataConfig& d) {
   if (d.generate.enabled) return {};
   SplitPaths p;
+  if (task == "lra_image" && d.source == LraImageSource::FashionMnist && d.path.empty())
+    p = {data::kDebianFashionMnistDir, data::kDebianFashionMnistDir, data::kDebianFashionMnistDir};
   if (!d.path.empty()) {
     if (task == "listops") {
       p = {join(d.path, "basic_train.tsv"), join(d.path, "basic_val.tsv"), join(d.path, "basic_test.tsv")};
@@ -467,6 +508,8 @@ SplitPaths data_files(const std::string& task, const LraDataConfig& d) {
     } else if (task == "retrieval") {
       p = {join(d.path, "new_aan_pairs.train.tsv"), join(d.path, "new_aan_pairs.eval.tsv"),
            join(d.path, "new_aan_pairs.test.tsv")};
+    } else if (task == "lra_image" && d.source == LraImageSource::FashionMnist) {
+      p = {d.path, d.path, d.path};  // the IDX folder: train/dev from train-*, test from t10k-*
     } else if (task == "lra_image") {
       p = {d.path, d.path, join(d.path, "test_batch.bin")};  // dev: the last 10% of the training batches
     } else {
@@ -481,10 +524,13 @@ SplitPaths data_files(const std::string& task, const LraDataConfig& d) {
 
 TaskData load_task_data(const RunConfig& config) {
   const LraDataConfig& d = lra_sections(config).data;
-  if (d.generate.enabled) {
-    data::ListOpsSplits s = generate(d);
+  if (d.generate.enabled && config.task == "listops") {
+    data::ListOpsSplits s = generate_listops(d);
     return {share(data::listops_dataset(s.train)), share(data::listops_dataset(s.val)), share(data::listops_dataset(s.test))};
   }
+  if (d.generate.enabled)
+    return {share(generate_split(config.task, d, "train")), share(generate_split(config.task, d, "dev")),
+            share(generate_split(config.task, d, "test"))};
   validate_data_paths(config);
   return {share(read_split(config.task, d, "train")), share(read_split(config.task, d, "dev")),
           share(read_split(config.task, d, "test"))};
@@ -493,10 +539,11 @@ TaskData load_task_data(const RunConfig& config) {
 std::shared_ptr<const data::Dataset> load_split(const RunConfig& config, const std::string& split) {
   check_split_name(split);
   const LraDataConfig& d = lra_sections(config).data;
-  if (d.generate.enabled) {
-    data::ListOpsSplits s = generate(d);
+  if (d.generate.enabled && config.task == "listops") {
+    data::ListOpsSplits s = generate_listops(d);
     return share(data::listops_dataset(split == "train" ? s.train : split == "dev" ? s.val : s.test));
   }
+  if (d.generate.enabled) return share(generate_split(config.task, d, split));
   validate_data_paths(config);
   return share(read_split(config.task, d, split));
 }

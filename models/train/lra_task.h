@@ -1,8 +1,8 @@
 // The Long Range Arena family for the trainer (models/train/task.h): data.task "listops",
 // "text", "retrieval", "lra_image" (CIFAR-10 as LRA's grayscale pixel sequences; "image" is the
 // vision family's, models/train/vision_task.h) or "pathfinder".
-// Its "data" section says where the task's files are (the LRA release layout) or how ListOps is
-// generated in memory; its "model" section is the LRA classifier's options
+// Its "data" section says where the task's files are (the LRA release layout) or how the data is
+// generated in memory (ListOps, Pathfinder, synthetic Text / Retrieval); its "model" section is the LRA classifier's options
 // (models/lra/lra_model.h).
 //
 //   RunConfig c = load_config("configs/quickstart.json");
@@ -21,20 +21,32 @@
 
 #include "lsformer/data/batch.h"
 #include "lsformer/data/dataset.h"
+#include "lsformer/data/pathfinder_generate.h"
 #include "lsformer/models/lra/lra_model.h"
 #include "lsformer/models/train/config.h"
 #include "lsformer/models/train/task.h"
 
 namespace lsf::train {
 
-// "data.generate": ListOps made in memory by the LRA generator (data/listops.h) instead of
-// read from files; the split sizes are train/dev/test, lengths strictly inside (min, max).
+// "data.generate": the task's data made in memory instead of read from files
+// (docs/data-formats.md §1.4.7): listops by the LRA generator (data/listops.h), pathfinder by
+// data/pathfinder_generate.h, text and retrieval as the synthetic byte-level tasks of
+// data/lra_synthetic.h. The split sizes are train/dev/test (consecutive, disjoint index ranges
+// of one seeded set: data.seed).
 struct GenerateConfig {
   bool enabled = false;
   int64_t train = 96000, dev = 2000, test = 2000;
-  int64_t min_length = 500, max_length = 2000;  // strict bounds on the token count
-  int64_t max_depth = 10, max_args = 10;
+  int64_t min_length = 500, max_length = 2000;  // listops: tokens; text/retrieval: bytes per document (strict)
+  int64_t max_depth = 10, max_args = 10;        // listops only
+  int64_t image_size = 32;                      // pathfinder only: 32, 64 or 128
+  data::PathfinderDifficulty difficulty = data::PathfinderDifficulty::Length14;  // pathfinder only
 };
+
+// "data.source" of lra_image: CIFAR-10's binary batches (LRA's data) or Fashion-MNIST's IDX
+// files as the offline stand-in (data/image.h read_fashion_mnist_lra; data.path empty: Debian's
+// copy, data/idx.h kDebianFashionMnistDir).
+enum class LraImageSource { Cifar10, FashionMnist };
+inline constexpr const char* kLraImageSourceNames[] = {"cifar10", "fashion_mnist"};
 
 // "data.files": explicit files that replace the task's release layout under data.path
 // (empty: derived from data.path, see data_files()).
@@ -49,11 +61,13 @@ struct LraDataConfig {
   //   text        .../aclImdb                   {train,test}/{neg,pos}/*.txt (dev = test, as LRA)
   //   retrieval   .../tsv_data                  new_aan_pairs.{train,eval,test}.tsv
   //   lra_image   .../cifar-10-batches-bin      data_batch_{1..5}.bin (45k train / 5k dev), test_batch.bin
+  //               (data.source fashion_mnist: the IDX folder, default Debian's; 54k / 6k / 10k)
   //   pathfinder  .../pathfinder32/curv_contour_length_14   80/10/10 split by data.seed
   std::string path;
   DataFiles files;
   GenerateConfig generate;
-  uint64_t seed = 0;          // ListOps generation; Pathfinder's split shuffle
+  LraImageSource source = LraImageSource::Cifar10;  // lra_image only
+  uint64_t seed = 0;          // generation (data.generate); Pathfinder's split shuffle
   int64_t max_length = 4000;  // text/retrieval: bytes kept per document
   int64_t seq_len = 0;        // > 0: every batch padded/truncated to exactly this; 0: per batch
   int64_t pad_multiple = 0;   // per-batch padding multiple; 0: the attention window (1 if none)
