@@ -575,7 +575,9 @@ TrainSummary train(const RunConfig& config, const TrainOptions& options) {
   const bool live = options.progress >= 0 ? options.progress == 1 : (options.log == nullptr && isatty(fileno(stderr)));
   ProgressLine progress(log, live);
   if (dp.active())
-    rank_log << "rank " << dp.rank() << "/" << dp.size() << ": pid " << getpid() << ", " << dp.backend() << "\n" << std::flush;
+    rank_log << ("rank " + std::to_string(dp.rank()) + "/" + std::to_string(dp.size()) + ": pid " + std::to_string(getpid()) +
+                 ", " + dp.backend() + "\n")  // one write: the ranks' lines do not interleave
+             << std::flush;
   if (!options.init_from.empty()) {  // before the run directory is made
     LSF_CHECK(!options.resume) << "--init-from starts a new run from a checkpoint's weights; it cannot be combined with --resume";
     LSF_CHECK(fs::exists(options.init_from)) << "--init-from: checkpoint '" << options.init_from << "' does not exist";
