@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "lsformer/engine/grad_hooks.h"
+#include "lsformer/engine/profiler.h"
 #include "lsformer/ops/factory.h"
 #include "lsformer/engine/error.h"
 
@@ -118,6 +119,8 @@ void GradientReducer::finish() {
   launch_full_buckets();
   const auto started = std::chrono::steady_clock::now();
   const double timeout = options_.timeout_s > 0 ? options_.timeout_s : collective_timeout();
+  // The exposed communication, as its own row of the profiler's table (lsf train --profile).
+  profiler::OpScope op("gradient_allreduce_wait");
   for (size_t b = 0; b < buckets_.size(); ++b) {
     std::ostringstream what;
     what << "the gradient all-reduce of bucket " << b << " of " << buckets_.size() << " (" << buckets_[b].bytes << " bytes)";

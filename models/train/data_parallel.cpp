@@ -7,6 +7,7 @@
 
 #include "lsformer/engine/error.h"
 #include "lsformer/engine/parallel.h"
+#include "lsformer/engine/profiler.h"
 #include "lsformer/engine/random.h"
 #include "lsformer/ops/factory.h"
 
@@ -83,6 +84,7 @@ void DataParallel::reduce_step(float& loss, TrainStep& step, bool& stop) const {
   double* p = v.data_ptr<double>();
   p[0] = loss, p[1] = step.units, p[2] = stop ? 1.0 : 0.0;
   for (size_t i = 0; i < entries.size(); ++i) p[3 + i] = entries[i].second;
+  profiler::OpScope op("step_stats_allreduce");
   world_->allreduce(v, dist::ReduceOp::Sum, "the all-reduce of the step's loss and counters");
   loss = float(p[0] / double(size()));
   step.units = p[1];

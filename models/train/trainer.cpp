@@ -383,7 +383,7 @@ void run_loop(Run& run, int64_t end_step, MetricsLog* metrics, ProgressLine& pro
     {
       // Data parallelism: the gradients' mean over the ranks, and the step's logged numbers
       // (loss, units, tally, stop request) summed over them.
-      profiler::PhaseScope phase("all-reduce (wait)");
+      profiler::PhaseScope phase("all-reduce");
       run.dp->after_backward();
       run.dp->reduce_step(loss, s, stop_requested);
     }
