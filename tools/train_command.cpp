@@ -38,7 +38,9 @@ int train_with(const std::shared_ptr<dist::ProcessGroup>& world, const std::vect
 void train_usage(std::ostream& os) {
   os << "usage: lsf train --config PATH [--set KEY=VALUE]... [--out DIR] [--resume | --init-from CKPT] [--threads N] [--profile]\n\n"
         "Trains a model as the config says; writes config.json, metrics.jsonl, best.safetensors,\n"
-        "last.safetensors and summary.json to the run directory, and prints the test result.\n\n";
+        "last.safetensors and summary.json to the run directory, and prints the test result.\n"
+        "Data-parallel: mpirun -np N lsf train ... (each rank computes train.batch_size / N rows of\n"
+        "every batch; rank 0 writes the run directory; README \"Data-parallel training\").\n\n";
   print_flags(os, flags());
 }
 
