@@ -40,7 +40,8 @@ std::string build_info() {
   }
   // Data parallelism (engine/distributed.h): which process-group backends this build has.
   os << "parallel: " << (dist::mpi_built() ? "MPI" : "no MPI (LSF_MPI)") << ", "
-     << (dist::nccl_built() ? "NCCL" : "no NCCL") << "; mpirun -np N lsf train ... trains data-parallel\n";
+     << (dist::nccl_built() ? "NCCL" : "no NCCL")
+     << (dist::mpi_built() ? "; mpirun -np N lsf train ... trains data-parallel\n" : "\n");
   os << "devices:  cpu\n";
   // GPUs are listed through the CUDA-free API (engine/cuda_api.h): nothing in engine/ needs CUDA.
   for (int d = 0; d < cuda::device_count(); ++d) {
