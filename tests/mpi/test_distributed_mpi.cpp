@@ -18,8 +18,10 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <tuple>
 
 #include "helpers.h"
+#include "image_test_files.h"
 #include "lsformer/engine/distributed.h"
 #include "lsformer/models/train/trainer.h"
 
@@ -127,6 +129,42 @@ std::string word_salad(size_t n, uint32_t seed) {
   return s;
 }
 
+// MNIST-layout IDX files of 8×8 textures (the class is the texture), written by rank 0; the
+// same images as tests/test_vision_task.cpp.
+void write_textures(const fs::path& dir, int n_train, int n_test) {
+  constexpr int kSide = 8;
+  for (auto [prefix, n, salt] : {std::tuple{"train", n_train, 0}, std::tuple{"t10k", n_test, 1}}) {
+    std::string images = test::idx_header({uint32_t(n), kSide, kSide}), labels = test::idx_header({uint32_t(n)});
+    for (int i = 0; i < n; ++i) {
+      const int label = i % 4, phase = (i / 4) % 2;
+      for (int y = 0; y < kSide; ++y)
+        for (int x = 0; x < kSide; ++x) {
+          const int along = label == 0 ? y : label == 1 ? x : x + y;
+          const int noise = (i * 131 + y * 17 + x * 29 + salt * 7) % 61;
+          images.push_back(char(uint8_t((label == 3 ? 100 : (along + phase) % 2 == 0 ? 170 : 30) + noise)));
+        }
+      labels.push_back(char(label));
+    }
+    test::write_bytes((dir / (std::string(prefix) + "-images-idx3-ubyte")).string(), images);
+    test::write_bytes((dir / (std::string(prefix) + "-labels-idx1-ubyte")).string(), labels);
+  }
+}
+
+// A tiny ViL-LS on them, augmentation and Mixup off (the sharded loader decodes each rank's rows).
+train::RunConfig vision_config(const fs::path& data, int64_t batch_size) {
+  return train::parse_config(R"({
+    "data": {"task": "image", "source": "mnist", "path": ")" + data.string() + R"(", "image_size": 8,
+             "random_resized_crop": false, "hflip": 0, "rand_augment": "", "erasing": 0, "mixup": 0, "cutmix": 0,
+             "label_smoothing": 0, "crop_pct": 1.0, "eval_batch_size": 48, "workers": 1, "prefetch": 2},
+    "model": {"name": "vil:l1,h2,d16,n1,s1,g1,p2,f2,a0,r2_l2,h2,d32,n1,s0,g0,p2,f2,a0"},
+    "optimizer": {"lr": 3e-3, "weight_decay": 0.05, "eps": 1e-8},
+    "schedule": {"name": "constant"},
+    "train": {"steps": 6, "batch_size": )" + std::to_string(batch_size) +
+                                 R"(, "eval_every": 0, "log_every": 2, "checkpoint_every": 3, "seed": 5, "threads": 1}
+  })",
+                             {}, "vision test config");
+}
+
 }  // namespace
 
 TEST_CASE("2 ranks with global batch 2b reach one process's parameters with batch 2b", "[mpi]") {
@@ -209,4 +247,24 @@ TEST_CASE("a global batch the ranks cannot split is refused on every rank", "[mp
   auto w = world();
   const fs::path dir = shared_dir("odd_batch");
   CHECK_THROWS_WITH(run(listops_config(7), dir / "run", w), Catch::Contains("cannot be split over 2 ranks"));
+}
+
+TEST_CASE("the vision loader shards by rank: 2 ranks reach one process's ViL-LS", "[mpi]") {
+  auto w = world();
+  const fs::path dir = shared_dir("vision");
+  if (w->is_root()) {
+    fs::create_directories(dir / "data");
+    write_textures(dir / "data", 96, 24);
+  }
+  std::string sync;
+  w->broadcast_bytes(sync, 0);
+  run(vision_config(dir / "data", 8), dir / "ranks", w);
+  if (!w->is_root()) return;
+  run(vision_config(dir / "data", 8), dir / "one", dist::single_process_group());
+  run(vision_config(dir / "data", 4), dir / "half", dist::single_process_group());
+  const double d_ranks = weight_distance(dir / "ranks" / "last.safetensors", dir / "one" / "last.safetensors");
+  const double d_half = weight_distance(dir / "half" / "last.safetensors", dir / "one" / "last.safetensors");
+  INFO("2 ranks vs one process: " << d_ranks << "; half the batch vs the whole: " << d_half);
+  CHECK(d_half > 1e-3);
+  CHECK(d_ranks <= 1e-3 * d_half);
 }
