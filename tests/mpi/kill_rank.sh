@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A rank killed mid-run (SIGKILL, as the OOM killer or a failed node does): every rank of the job
 # must exit within a timeout with an error that says what happened, never hang; then the run
-# resumes from its last checkpoint under 2 ranks and finishes.
+# resumes from its last checkpoint under 2 ranks, is stopped by Ctrl-C (every rank after the same
+# step), and resumes again to the end.
 #   kill_rank.sh MPIEXEC LSF WORKDIR
 # mpirun flags: --oversubscribe (2 ranks may exceed the cores CI has), and root is allowed
 # through OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM) (CI runs as root).
@@ -19,7 +20,7 @@ cat > "$config" <<'JSON'
             "pooling": "cls", "head_hidden": 16},
   "optimizer": {"name": "adamw", "lr": 1e-3},
   "schedule": {"name": "constant"},
-  "train": {"steps": 400, "batch_size": 4, "eval_every": 0, "log_every": 20, "checkpoint_every": 20, "seed": 1}
+  "train": {"steps": 1000, "batch_size": 4, "eval_every": 0, "log_every": 20, "checkpoint_every": 20, "seed": 1}
 }
 JSON
 run=$work/run
@@ -57,10 +58,32 @@ grep -q "process rank 1 with PID [0-9]* .*exited on signal 9" "$log" ||
 if ps -o pid= -p "$pid" > /dev/null 2>&1; then echo "FAIL: rank 1 still exists"; exit 1; fi
 grep "exited on signal 9" "$log"
 
+# The last checkpoint resumes under 2 ranks; Ctrl-C (mpirun passes SIGTERM to every rank) stops
+# every rank after the same step, rank 0 saving last.safetensors: the job exits within 20 s.
+"$mpiexec" -np 2 --oversubscribe "$lsf" train --resume --out "$run" > "$work/interrupted.log" 2>&1 &
+launcher=$!
+for _ in $(seq 600); do
+  grep -q "^step [0-9]*/1000" "$work/interrupted.log" && break
+  kill -0 $launcher 2>/dev/null || break
+  sleep 0.1
+done
+kill -INT $launcher
+for _ in $(seq 200); do
+  kill -0 $launcher 2>/dev/null || break
+  sleep 0.1
+done
+if kill -0 $launcher 2>/dev/null; then
+  echo "FAIL: the job still runs 20 s after Ctrl-C"; cat "$work/interrupted.log"; kill -9 $launcher; exit 1
+fi
+wait $launcher || true
+grep -q "interrupted by SIGTERM after step [0-9]*/1000; saved" "$work/interrupted.log" ||
+  { echo "FAIL: no orderly stop after Ctrl-C"; cat "$work/interrupted.log"; exit 1; }
+grep "interrupted by" "$work/interrupted.log"
+
 # The last checkpoint resumes under 2 ranks and the run finishes.
 "$mpiexec" -np 2 --oversubscribe "$lsf" train --resume --out "$run" > "$work/resumed.log" 2>&1 ||
   { echo "FAIL: the resumed run failed"; cat "$work/resumed.log"; exit 1; }
-grep -q "resuming '.*' at step [1-9][0-9]*/400" "$work/resumed.log" || { echo "FAIL: no resume line"; cat "$work/resumed.log"; exit 1; }
-grep -q "Finished 400 steps" "$work/resumed.log" || { echo "FAIL: the resumed run did not finish"; cat "$work/resumed.log"; exit 1; }
+grep -q "resuming '.*' at step [1-9][0-9]*/1000" "$work/resumed.log" || { echo "FAIL: no resume line"; cat "$work/resumed.log"; exit 1; }
+grep -q "Finished 1000 steps" "$work/resumed.log" || { echo "FAIL: the resumed run did not finish"; cat "$work/resumed.log"; exit 1; }
 grep "resuming\|Finished" "$work/resumed.log"
 echo "PASS"
