@@ -34,8 +34,20 @@ endif()
 # the option and the toolchain detection are already in place.
 function(lsf_add_cuda_backend target)
   file(GLOB cuda_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/cuda/*.cu ${PROJECT_SOURCE_DIR}/cuda/*.cpp)
+  # NCCL (shipped with the toolkit) backs data-parallel training on GPUs
+  # (cuda/nccl_process_group.cu); without it that one file is left out.
+  find_path(LSF_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  find_library(LSF_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib)
+  if(NOT LSF_NCCL_INCLUDE_DIR OR NOT LSF_NCCL_LIBRARY)
+    message(STATUS "lsformer: NCCL not found, building the CUDA backend without data-parallel GPU training")
+    list(FILTER cuda_sources EXCLUDE REGEX "/cuda/nccl_process_group\\.cu$")
+  endif()
   if(cuda_sources)
     target_sources(${target} PRIVATE ${cuda_sources})
+    if(LSF_NCCL_INCLUDE_DIR AND LSF_NCCL_LIBRARY)
+      target_include_directories(${target} PRIVATE ${LSF_NCCL_INCLUDE_DIR})
+      target_link_libraries(${target} PRIVATE ${LSF_NCCL_LIBRARY})
+    endif()
     set_target_properties(${target} PROPERTIES CUDA_STANDARD 20 CUDA_STANDARD_REQUIRED ON
                                                CUDA_SEPARABLE_COMPILATION OFF)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)

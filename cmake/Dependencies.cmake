@@ -68,3 +68,19 @@ endif()
 # Cairo draws `lsf plot --out curves.png` (models/train/svg_png.cpp): Debian's libcairo2-dev,
 # found through pkg-config, private to the library.
 pkg_check_modules(CAIRO REQUIRED IMPORTED_TARGET cairo)
+
+# MPI (Debian's libopenmpi-dev, openmpi-bin for mpirun) for data-parallel training across
+# processes (engine/mpi_process_group.cpp). LSF_MPI=AUTO|ON|OFF → LSF_WITH_MPI; without it the
+# library and `lsf train` build and run single-process. Private to the library.
+set(LSF_WITH_MPI OFF)
+if(NOT LSF_MPI STREQUAL "OFF")
+  find_package(MPI COMPONENTS CXX)
+  if(MPI_CXX_FOUND)
+    set(LSF_WITH_MPI ON)
+    message(STATUS "lsformer: MPI ${MPI_CXX_VERSION} (data-parallel training), mpiexec: ${MPIEXEC_EXECUTABLE}")
+  elseif(LSF_MPI STREQUAL "ON")
+    message(FATAL_ERROR "LSF_MPI=ON but MPI was not found (apt-get install libopenmpi-dev openmpi-bin)")
+  else()
+    message(STATUS "lsformer: MPI not found, building without data-parallel training across processes")
+  endif()
+endif()

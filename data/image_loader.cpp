@@ -30,9 +30,17 @@ ImageLoader::ImageLoader(std::shared_ptr<const ImageDataset> dataset, ImagePipel
   LSF_CHECK(int64_t(pipeline_.options().mean.size()) == channels)
       << "ImageLoader: the pipeline's mean/std have " << pipeline_.options().mean.size() << " values but its images have "
       << channels << " channels (dataset '" << dataset_->name() << "')";
+  LSF_CHECK(options_.shards >= 1 && options_.shard >= 0 && options_.shard < options_.shards)
+      << "ImageLoader: shard " << options_.shard << " of " << options_.shards << " does not exist";
+  LSF_CHECK(options_.shards == 1 || (options_.drop_last && options_.batch_size % options_.shards == 0))
+      << "ImageLoader: a batch_size of " << options_.batch_size << " does not split into " << options_.shards
+      << " equal shards (sharding needs drop_last and batch_size divisible by the shards)";
   if (pipeline_.mixing()) {
     LSF_CHECK(options_.batch_size % 2 == 0)
         << "ImageLoader: Mixup/CutMix needs an even batch_size, got " << options_.batch_size;
+    LSF_CHECK(options_.batch_size / options_.shards % 2 == 0)
+        << "ImageLoader: Mixup/CutMix pairs the samples within each of the " << options_.shards
+        << " shards, so each needs an even number of rows, got " << options_.batch_size / options_.shards;
     LSF_CHECK(options_.drop_last || n % options_.batch_size % 2 == 0)
         << "ImageLoader: Mixup/CutMix needs even batches, but without drop_last the last batch has "
         << n % options_.batch_size << " samples";
@@ -55,7 +63,11 @@ std::vector<int64_t> ImageLoader::batch_indices(int64_t k) const {
 }
 
 ImageBatch ImageLoader::batch(int64_t k) const {
-  const std::vector<int64_t> indices = batch_indices(k);
+  std::vector<int64_t> indices = batch_indices(k);
+  if (options_.shards > 1) {
+    const int64_t rows = options_.batch_size / options_.shards, first = options_.shard * rows;
+    indices = std::vector<int64_t>(indices.begin() + first, indices.begin() + first + rows);
+  }
   return pipeline_.batch(*dataset_, indices, k / batches_per_epoch_, options_.seed, k);
 }
 

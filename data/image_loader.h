@@ -49,6 +49,13 @@ struct ImageLoaderOptions {
   uint64_t seed = 0;
   int num_workers = 2;    // 0: next() computes on the caller's thread
   int64_t prefetch = 4;   // batches allowed to exist ahead of the consumer (≥ 1)
+  // Data-parallel training: batch k is only rows [shard·B/shards, (shard+1)·B/shards) of the
+  // global batch k of B = batch_size rows (the same images a single process puts there, with the
+  // same augmentation; Mixup/CutMix pairs them within the shard, with the global batch's λ), so a
+  // rank decodes only its own images. batch_size must divide by shards (evenly by 2 per shard
+  // when mixing). 1: the whole batch.
+  int shard = 0;
+  int shards = 1;
 };
 
 struct LoaderStats {

@@ -2,12 +2,18 @@
 // outputs, and the iterative backward pass — dependency counting, summing gradients of tensors
 // used more than once, accumulation into leaves, freeing saved tensors unless retain_graph — and
 // an iterative graph teardown, so that very long chains neither recurse nor overflow the stack.
+// Also the table of gradient-ready hooks (engine/grad_hooks.h), run by AccumulateGrad.
 #include "lsformer/engine/autograd.h"
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
 
 #include <unordered_map>
 #include <unordered_set>
 
 #include "lsformer/engine/core_kernels.h"
+#include "lsformer/engine/grad_hooks.h"
 #include "lsformer/engine/profiler.h"
 
 namespace lsf {
@@ -77,6 +83,73 @@ class FunctionNode final : public Node {
 
 }  // namespace
 
+namespace {
+
+// The gradient-ready hooks (grad_hooks.h), keyed by leaf. `count` lets AccumulateGrad skip the
+// lock when no hook exists anywhere (the common case: no data parallelism).
+struct HookEntry {
+  std::weak_ptr<TensorImpl> leaf;
+  int id;
+  GradReadyHook hook;
+};
+struct HookTable {
+  std::mutex mutex;
+  std::vector<HookEntry> entries;
+  std::atomic<int> count{0};
+  int next_id = 1;
+  // Drops entries whose tensor has died (their address may be reused by a new tensor).
+  void prune() {
+    const auto dead = std::remove_if(entries.begin(), entries.end(), [](const HookEntry& e) { return e.leaf.expired(); });
+    entries.erase(dead, entries.end());
+    count = int(entries.size());
+  }
+};
+HookTable& hook_table() {
+  static HookTable table;
+  return table;
+}
+
+// The hooks of `leaf`, copied out of the table (a hook may remove itself while running).
+std::vector<GradReadyHook> hooks_of(const TensorImpl* leaf) {
+  HookTable& table = hook_table();
+  std::vector<GradReadyHook> hooks;
+  if (table.count.load(std::memory_order_relaxed) == 0) return hooks;
+  std::lock_guard<std::mutex> lock(table.mutex);
+  for (const HookEntry& e : table.entries) {
+    const std::shared_ptr<TensorImpl> alive = e.leaf.lock();
+    if (alive.get() == leaf) hooks.push_back(e.hook);
+  }
+  return hooks;
+}
+
+}  // namespace
+
+int add_grad_ready_hook(const Tensor& leaf, GradReadyHook hook) {
+  LSF_CHECK(leaf.defined() && leaf.requires_grad() && !leaf.grad_fn())
+      << "add_grad_ready_hook: the tensor must be a leaf that requires grad (a parameter)";
+  LSF_CHECK(hook != nullptr) << "add_grad_ready_hook: empty hook";
+  HookTable& table = hook_table();
+  std::lock_guard<std::mutex> lock(table.mutex);
+  table.prune();
+  const int id = table.next_id++;
+  table.entries.push_back({leaf.impl_ptr(), id, std::move(hook)});
+  table.count = int(table.entries.size());
+  return id;
+}
+
+void remove_grad_ready_hook(const Tensor& leaf, int id) {
+  HookTable& table = hook_table();
+  std::lock_guard<std::mutex> lock(table.mutex);
+  const auto it = std::find_if(table.entries.begin(), table.entries.end(), [&](const HookEntry& e) {
+    return e.id == id && e.leaf.lock().get() == leaf.impl();
+  });
+  LSF_CHECK(leaf.defined() && it != table.entries.end()) << "remove_grad_ready_hook: the tensor has no hook " << id;
+  table.entries.erase(it);
+  table.prune();
+}
+
+int grad_ready_hook_count(const Tensor& leaf) { return leaf.defined() ? int(hooks_of(leaf.impl()).size()) : 0; }
+
 AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf)
     : Node("AccumulateGrad"), leaf_(std::move(leaf)) {
   outputs.push_back({leaf_->shape, leaf_->dtype, leaf_->storage->device()});
@@ -95,6 +168,11 @@ TensorList AccumulateGrad::apply(const TensorList& grads) {
   } else {
     Tensor existing(meta.grad);
     add_inplace_kernel(existing.device(), existing, g);
+  }
+  const std::vector<GradReadyHook> hooks = hooks_of(leaf_.get());
+  if (!hooks.empty()) {
+    const Tensor leaf(leaf_);
+    for (const GradReadyHook& hook : hooks) hook(leaf);
   }
   return {};
 }

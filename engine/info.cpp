@@ -9,6 +9,7 @@
 
 #include "lsformer/engine/cuda_api.h"
 #include "lsformer/engine/dispatch.h"
+#include "lsformer/engine/distributed.h"
 #include "lsformer/build_info.h"
 
 extern "C" char* openblas_get_config(void);
@@ -37,6 +38,10 @@ std::string build_info() {
   } else {
     os << cuda_kernels << " CUDA kernels built\n";
   }
+  // Data parallelism (engine/distributed.h): which process-group backends this build has.
+  os << "parallel: " << (dist::mpi_built() ? "MPI" : "no MPI (LSF_MPI)") << ", "
+     << (dist::nccl_built() ? "NCCL" : "no NCCL")
+     << (dist::mpi_built() ? "; mpirun -np N lsf train ... trains data-parallel\n" : "\n");
   os << "devices:  cpu\n";
   // GPUs are listed through the CUDA-free API (engine/cuda_api.h): nothing in engine/ needs CUDA.
   for (int d = 0; d < cuda::device_count(); ++d) {

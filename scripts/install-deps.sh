@@ -16,6 +16,7 @@ packages=(build-essential cmake ninja-build pkg-config
           dataset-fashion-mnist    # Fashion-MNIST in /usr/share/datasets (tests, data/idx.h)
           libprotobuf-dev protobuf-compiler  # TensorBoard event files (models/train/tensorboard_event.proto)
           libcairo2-dev            # PNG charts: lsf plot --out curves.png (models/train/svg_png.cpp)
+          libopenmpi-dev openmpi-bin  # data-parallel training: MPI and mpirun (engine/mpi_process_group.cpp)
           catch2 nlohmann-json3-dev)
 # python3-pil: the Pillow reference of tests/fixtures/gen_image_ops.py.
 if [[ "${1:-}" == "--bench" ]]; then packages+=(python3 python3-torch python3-pil); fi

@@ -1,7 +1,8 @@
 // ImagePipeline batches and the threaded ImageLoader: batch k is the same tensors with 0, 1 or
 // 3 workers, streamed or computed directly, and after a resume at k; epochs visit every sample
 // once; a worker's error reaches the consumer naming the file; destroying a loader mid-stream
-// neither hangs nor leaks a running thread; the number of batches ahead stays bounded.
+// neither hangs nor leaks a running thread; the number of batches ahead stays bounded; a
+// data-parallel shard is its rows of the global batch.
 #include <atomic>
 #include <chrono>
 #include <set>
@@ -219,4 +220,30 @@ TEST_CASE("image loader over a JPEG folder: a corrupt file's path reaches the co
                                        (Catch::Contains("corrupt or truncated") || Catch::Contains("not a readable JPEG")));
   loader.stop();
   std::filesystem::remove_all(root);
+}
+
+TEST_CASE("image loader: a data-parallel shard is its rows of the global batch", "[data][image][distributed]") {
+  auto data = std::make_shared<SyntheticDataset>(24);
+  ImagePipelineOptions plain = small_train();
+  plain.mixup.mixup_alpha = 0, plain.mixup.cutmix_alpha = 0;  // Mixup pairs within a shard: rows differ
+  const ImagePipeline pipeline(plain, 5);
+  ImageLoader whole(data, pipeline, {.batch_size = 6, .num_workers = 0});
+  for (int shard = 0; shard < 3; ++shard) {
+    ImageLoader part(data, pipeline, {.batch_size = 6, .num_workers = 0, .shard = shard, .shards = 3});
+    CHECK(part.batches_per_epoch() == whole.batches_per_epoch());  // the global batch's stream
+    for (int64_t k : {0, 5}) {
+      const ImageBatch all = whole.batch(k), mine = part.batch(k);
+      REQUIRE(mine.images.size(0) == 2);
+      CHECK(mine.images.to_vector<float>() == all.images.narrow(0, 2 * shard, 2).contiguous().to_vector<float>());
+      CHECK(mine.labels.to_vector<int64_t>() == all.labels.narrow(0, 2 * shard, 2).contiguous().to_vector<int64_t>());
+    }
+  }
+  CHECK_THROWS_WITH(ImageLoader(data, pipeline, {.batch_size = 6, .shard = 0, .shards = 4}),
+                    Catch::Contains("does not split into 4 equal shards"));
+  CHECK_THROWS_WITH(ImageLoader(data, pipeline, {.batch_size = 6, .shard = 3, .shards = 3}),
+                    Catch::Contains("shard 3 of 3 does not exist"));
+  // With Mixup/CutMix each shard pairs its own rows: it needs an even count.
+  CHECK_NOTHROW(ImageLoader(data, ImagePipeline(small_train(), 5), {.batch_size = 12, .shards = 3}));  // 4 rows each
+  CHECK_THROWS_WITH(ImageLoader(data, ImagePipeline(small_train(), 5), {.batch_size = 6, .shards = 2}),
+                    Catch::Contains("within each of the 2 shards, so each needs an even number of rows, got 3"));
 }

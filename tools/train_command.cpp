@@ -1,13 +1,16 @@
 // lsf train: a run from a JSON config (models/train/trainer.h does the work).
 //
 //   lsf train --config configs/quickstart.json [--set train.steps=500]... [--out runs/quick]
-//             [--resume | --init-from CKPT] [--threads 2]
+//             [--resume | --init-from CKPT] [--threads 2] [--bucket-mb 25]
+// Data-parallel: `mpirun -np N lsf train ...` (or any launcher that sets the MPI environment):
+// every rank runs this command; see models/train/data_parallel.h.
 #include <filesystem>
 #include <iostream>
 
 #include <lsformer/lsformer.h>
 
 #include "cli.h"
+#include "lsformer/engine/distributed.h"
 #include "lsformer/models/train/config.h"
 #include "lsformer/models/train/trainer.h"
 
@@ -22,17 +25,22 @@ const std::vector<Flag>& flags() {
       {"--resume", nullptr, "continue the run in --out from its last.safetensors"},
       {"--init-from", "CKPT", "start a new run (a new phase) from this checkpoint's weights; fresh optimizer and schedule"},
       {"--profile", nullptr, "print per-op self time and calls and the time per model phase of the training steps at the end (also LSF_PROFILE=1)"},
-      {"--threads", "N", "CPU threads (sets train.threads)"},
+      {"--threads", "N", "CPU threads (sets train.threads; per rank under mpirun, default: the cores / the ranks on the machine)"},
+      {"--bucket-mb", "MB", "data-parallel runs: the gradient all-reduce's bucket size in MiB (default 25)"},
   };
   return table;
 }
 
 }  // namespace
 
+int train_with(const std::shared_ptr<dist::ProcessGroup>& world, const std::vector<std::string>& args);
+
 void train_usage(std::ostream& os) {
   os << "usage: lsf train --config PATH [--set KEY=VALUE]... [--out DIR] [--resume | --init-from CKPT] [--threads N] [--profile]\n\n"
         "Trains a model as the config says; writes config.json, metrics.jsonl, best.safetensors,\n"
-        "last.safetensors and summary.json to the run directory, and prints the test result.\n\n";
+        "last.safetensors and summary.json to the run directory, and prints the test result.\n"
+        "Data-parallel: mpirun -np N lsf train ... (each rank computes train.batch_size / N rows of\n"
+        "every batch; rank 0 writes the run directory; README \"Data-parallel training\").\n\n";
   print_flags(os, flags());
 }
 
@@ -49,6 +57,24 @@ static std::string default_run_dir(const std::string& config_path, bool resume) 
 }
 
 int run_train(const std::vector<std::string>& args) {
+  // Under mpirun / srun: this process's rank of the job (one process otherwise).
+  const std::shared_ptr<dist::ProcessGroup> world = dist::init_world();
+  try {
+    return train_with(world, args);
+  } catch (const UsageError&) {
+    throw;  // every rank sees the same flags: each exits with the usage
+  } catch (const std::exception& e) {
+    if (world->size() == 1) throw;
+    // An error one rank saw (a file rank 0 writes, a peer that timed out): end every rank now,
+    // or the others would wait for it in their next collective.
+    std::cerr << "lsf train: error on rank " << world->rank() << " of " << world->size() << ": " << e.what()
+              << "\nlsf train: ending all ranks" << std::endl;
+    world->abort(1);
+    return 1;
+  }
+}
+
+int train_with(const std::shared_ptr<dist::ProcessGroup>& world, const std::vector<std::string>& args) {
   ParsedFlags parsed = parse_flags(args, flags());
   const bool resume = parsed.count("--resume") > 0;
   const std::string init_from = flag_value(parsed, "--init-from");
@@ -73,6 +99,9 @@ int run_train(const std::vector<std::string>& args) {
   options.profile = parsed.count("--profile") > 0;
   options.program = program_name();
   options.handle_signals = true;
+  options.world = world;
+  if (parsed.count("--bucket-mb"))
+    options.bucket_bytes = int64_t(parse_int("--bucket-mb", flag_value(parsed, "--bucket-mb"), 1, 1 << 20)) << 20;
   const train::TrainSummary summary = train::train(config, options);
   // Interrupted: the shell's convention for a death by that signal (130 SIGINT, 143 SIGTERM).
   return summary.stop_signal != 0 ? 128 + summary.stop_signal : 0;

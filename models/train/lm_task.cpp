@@ -163,10 +163,10 @@ class LmTask final : public Task {
   TrainStep train_step(nn::Module& module, int64_t step) override {
     LSF_CHECK(train_batches_ != nullptr) << "internal: the char-LM task trains without its training split loaded";
     lm::TransformerLSModel& model = lm_model(module);
-    const data::LmBatch batch = train_batches_->batch(step);
+    const data::LmBatch batch = shard_rows(train_batches_->batch(step));
     const Tensor& weight = model.in_emb->weight;
     if (memory_.empty()) {
-      memory_ = model.initial_memory(config_.train.batch_size);  // §3.4 item 7
+      memory_ = model.initial_memory(shard_.rows(config_.train.batch_size));  // §3.4 item 7
     } else {
       if (memory_.layers.front().device() != weight.device() || memory_.layers.front().dtype() != weight.dtype())
         memory_ = memory_.to(weight.options());  // restored from a checkpoint (CPU tensors)
@@ -176,7 +176,9 @@ class LmTask final : public Task {
     TrainStep s;
     profiler::PhaseScope phase("loss");
     s.loss = lm::lm_loss(log_probs, batch.targets.to(weight.device()), data::kLmIgnoreIndex);
-    s.units = double(batch.num_tokens);
+    // The throughput counts an even share of the global batch's tokens per rank (padding past a
+    // stream's end is not visible in the cut rows); the ranks' shares sum to the global count.
+    s.units = double(batch.num_tokens) / double(shard_.world);
     // lm_loss divides the scored targets' NLL by all positions: undo that for the window's BPC.
     s.tally.add("nll", double(s.loss.item<float>()) * double(batch.targets.numel()));
     s.tally.add("targets", double(batch.num_targets));
@@ -281,7 +283,12 @@ class LmTask final : public Task {
            fixed(r.metric("unigram_bpc"), 3) + ", bigram " + fixed(r.metric("bigram_bpc"), 3) + ")";
   }
 
-  // The training memory: "lm.memory.<layer>" → [B, C, d]; nothing before the first step.
+  // Data parallelism: rank r trains streams [r·B/N, (r+1)·B/N) of the B truncated-BPTT streams
+  // (every rank cuts the global batch, a cheap copy of token ids) and keeps their memory.
+  void set_data_shard(const DataShard& shard) override { shard_ = shard; }
+
+  // The training memory: "lm.memory.<layer>" → [B, C, d] (this rank's streams when sharded);
+  // nothing before the first step.
   NamedTensors state() const override { return memory_.empty() ? NamedTensors{} : lm::memory_tensors(memory_); }
 
   void restore_state(const NamedTensors& tensors) override {
@@ -291,13 +298,25 @@ class LmTask final : public Task {
     }
     std::map<std::string, Tensor> by_name(tensors.begin(), tensors.end());
     lm::Memory memory = lm::memory_from_tensors(by_name, options_);
-    LSF_CHECK(memory.batch_size() == config_.train.batch_size)
+    LSF_CHECK(memory.batch_size() == shard_.rows(config_.train.batch_size))
         << "the checkpoint's char-LM memory has " << memory.batch_size() << " streams but 'train.batch_size' is "
-        << config_.train.batch_size;
+        << config_.train.batch_size << (shard_.world > 1 ? " (this rank's share: " + std::to_string(shard_.rows(config_.train.batch_size)) + ")" : "");
     memory_ = std::move(memory);
   }
 
  private:
+  DataShard shard_;
+
+  // This rank's streams (rows) of a global training batch, with their counts.
+  data::LmBatch shard_rows(data::LmBatch b) const {
+    if (shard_.world == 1) return b;
+    const int64_t B = b.inputs.size(0), first = shard_.first(B), rows = shard_.rows(B);
+    b.inputs = b.inputs.narrow(0, first, rows).contiguous();
+    b.targets = b.targets.narrow(0, first, rows).contiguous();
+    b.num_targets = 0;
+    for (const int64_t t : b.targets.to_vector<int64_t>()) b.num_targets += t != data::kLmIgnoreIndex;
+    return b;
+  }
   struct Baselines {
     double unigram = 0, bigram = 0;
   };

@@ -235,6 +235,17 @@ void check_lra_data_paths(const RunConfig& config) {
 
 // ---- the Task ----
 
+// Rows [shard.first(B), + shard.rows(B)) of a batch of B rows (all of it for one rank).
+data::Batch shard_rows(data::Batch b, const DataShard& shard) {
+  if (shard.world == 1) return b;
+  const int64_t B = b.labels.size(0), first = shard.first(B), rows = shard.rows(B);
+  auto cut = [&](Tensor& t) {
+    if (t.defined()) t = t.narrow(0, first, rows).contiguous();
+  };
+  cut(b.tokens), cut(b.mask), cut(b.tokens2), cut(b.mask2), cut(b.labels);
+  return b;
+}
+
 class LraTask final : public Task {
  public:
   explicit LraTask(const RunConfig& config) : config_(config) {}
@@ -272,8 +283,12 @@ class LraTask final : public Task {
 
   std::shared_ptr<nn::Module> build_model() override { return train::build_model(config_, *model_data_); }
 
+  // Data parallelism: every rank builds the whole global batch (token ids: cheap) and keeps its
+  // rows, so its rows are padded exactly as a single process pads them.
+  void set_data_shard(const DataShard& shard) override { shard_ = shard; }
+
   TrainStep train_step(nn::Module& model, int64_t step) override {
-    data::Batch batch = train_batches_->batch(step);
+    data::Batch batch = shard_rows(train_batches_->batch(step), shard_);
     Tensor logits = forward(classifier(model), batch);
     TrainStep s;
     profiler::PhaseScope phase("loss");
@@ -427,6 +442,7 @@ class LraTask final : public Task {
   }
 
  private:
+  DataShard shard_;
   static lra::LraClassifier& classifier(nn::Module& model) {
     auto* c = dynamic_cast<lra::LraClassifier*>(&model);
     LSF_CHECK(c != nullptr) << "internal: the LRA task was given a model that is not an LraClassifier";

@@ -53,6 +53,11 @@ ModelSummary Task::summarize_model() {
   return {.description = model->type_name(), .parameters = model->parameter_count()};
 }
 
+void Task::set_data_shard(const DataShard& shard) {
+  LSF_CHECK(shard.world == 1) << "this task family does not support data-parallel training (its Task does not "
+                                 "implement set_data_shard); run it as one process";
+}
+
 void Task::restore_state(const NamedTensors& tensors) {
   LSF_CHECK(tensors.empty()) << "this task keeps no state between steps, but the checkpoint holds task state '"
                              << tensors.front().first << "'";

@@ -114,6 +114,16 @@ struct InspectedExample {
   int64_t height = 0, width = 0, channels = 0;
 };
 
+// Data parallelism (models/train/data_parallel.h): this process is rank `rank` of `world` and
+// computes rows [first(B), first(B) + rows(B)) of every global training batch of B rows
+// (B = train.batch_size, which the trainer has checked divides by world).
+struct DataShard {
+  int rank = 0;
+  int world = 1;
+  int64_t rows(int64_t global_rows) const { return global_rows / world; }
+  int64_t first(int64_t global_rows) const { return int64_t(rank) * rows(global_rows); }
+};
+
 class Task {
  public:
   virtual ~Task() = default;
@@ -162,8 +172,15 @@ class Task {
   virtual int64_t examples(const std::string& split) const;
   virtual InspectedExample forward_example(nn::Module& model, const std::string& split, int64_t index);
 
+  // Data-parallel training: called before load_data() with this rank's shard; train_step()
+  // then computes the loss (mean over the shard's rows, so that the mean over ranks is the global
+  // batch's) and the units and tally of the shard's rows only. Evaluation is not sharded. The
+  // default accepts only world = 1, naming the family in its error.
+  virtual void set_data_shard(const DataShard& shard);
   // State that must survive a checkpoint besides weights, optimizer and RNG (the char-LM's
-  // memory). Stored as "task.<name>" tensors in last.safetensors. Default: none.
+  // memory). Stored as "task.<name>" tensors in last.safetensors. Default: none. When sharded,
+  // dim 0 of every state tensor is the shard's rows (streams) of the batch: the trainer joins
+  // the ranks' rows in rank order for the checkpoint and gives restore_state() this rank's rows.
   virtual NamedTensors state() const { return {}; }
   virtual void restore_state(const NamedTensors& tensors);
 };

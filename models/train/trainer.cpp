@@ -29,6 +29,7 @@
 #include "lsformer/models/optim/clip.h"
 #include "lsformer/models/train/checkpoint.h"
 #include "lsformer/models/train/curves.h"
+#include "lsformer/models/train/data_parallel.h"
 #include "lsformer/models/train/progress.h"
 #include "lsformer/models/train/run_directory.h"
 #include "lsformer/ops/binary.h"
@@ -206,13 +207,23 @@ struct Run {
   Tally window_tally;
   double last_logged_loss = 0;
   double prior_wall_seconds = 0;
-  std::unique_ptr<EventWriter> tb;  // RUN_DIR/tb
+  std::unique_ptr<EventWriter> tb;  // RUN_DIR/tb; null on ranks other than 0
+  DataParallel* dp = nullptr;       // this process's part of a data-parallel job (data_parallel.h)
 };
 
-Run start_run(const RunConfig& config, const TrainOptions& options, ProgressLine& progress) {
-  Run run{config, open_run_directory(config, options.out_dir, options.resume)};
+Run start_run(const RunConfig& config, const TrainOptions& options, ProgressLine& progress, DataParallel& dp) {
+  // Data parallelism: rank 0 resolves and writes the run directory; the others use its path.
+  const std::string dir = dp.active() ? dp.broadcast_string(options.out_dir) : options.out_dir;
+  Run run{config, dp.is_root() ? open_run_directory(config, dir, options.resume) : RunPaths(dir)};
+  run.dp = &dp;
   if (config.train.threads > 0) set_num_threads(int(config.train.threads));
+  dp.apply_default_threads(config);
   run.task = make_task(config);
+  try {
+    run.task->set_data_shard(dp.shard());
+  } catch (const Error& e) {
+    LSF_FAIL() << "data.task \"" << config.task << "\" on " << dp.size() << " ranks: " << e.what();
+  }
   run.task->load_data({"train", "dev", "test"});
   manual_seed(config.train.seed);
   run.model = run.task->build_model();
@@ -228,7 +239,7 @@ Run start_run(const RunConfig& config, const TrainOptions& options, ProgressLine
   if (options.resume) {
     CheckpointInfo info = load_checkpoint(run.paths.last, *run.model, run.optimizer.get(), /*restore_rng=*/true);
     run.step = info.step;
-    run.task->restore_state(info.task_state);
+    run.task->restore_state(dp.cut_state(info.task_state));
     const std::string& last = run.paths.last;
     LSF_CHECK(run.step <= config.train.steps) << "--resume: '" << last << "' is at step " << run.step
                                               << ", beyond 'train.steps' (" << config.train.steps << ")";
@@ -258,6 +269,10 @@ Run start_run(const RunConfig& config, const TrainOptions& options, ProgressLine
     progress.message("resuming '" + run.paths.dir + "' at step " + std::to_string(run.step) + "/" +
                      std::to_string(config.train.steps));
   }
+  dp.broadcast_module(*run.model);  // every rank starts from rank 0's parameters
+  dp.seed_rank_generator();         // after any RNG restore: rank r's own dropout stream
+  dp.attach(*run.model);
+  if (!dp.is_root()) return run;    // rank 0 alone writes TensorBoard and prints
   run.tb = std::make_unique<EventWriter>(run.paths.tensorboard);
   // The resolved config as a Markdown code block (indented: plain Markdown, no extension needed).
   std::string config_text;
@@ -267,7 +282,8 @@ Run start_run(const RunConfig& config, const TrainOptions& options, ProgressLine
   run.tb->flush();
   std::ostringstream os;
   os << "training " << run.task->describe_data() << ", " << run.model->parameter_count() << " parameters, "
-     << get_num_threads() << " threads → " << run.paths.dir;
+     << get_num_threads() << " threads" << (dp.active() ? " per rank × " + std::to_string(dp.size()) + " ranks (" + dp.backend() + ")" : "")
+     << " → " << run.paths.dir;
   progress.message(os.str());
   return run;
 }
@@ -275,10 +291,12 @@ Run start_run(const RunConfig& config, const TrainOptions& options, ProgressLine
 // last.safetensors: the state to resume from, with the open log window (`window`), the last
 // logged loss and the run's wall time so far (`started`: this invocation's start).
 void save_last(const Run& run, const LogWindow& window, double last_logged_loss, Clock::time_point started) {
+  NamedTensors task_state = run.dp->join_state(run.task->state());  // every rank's rows (a collective)
+  if (!run.dp->is_root()) return;
   CheckpointInfo info;
   info.step = run.step;
   info.config = to_json(run.config);
-  info.task_state = run.task->state();
+  info.task_state = std::move(task_state);
   if (run.best.any) info.extra = {{"best_score", exact(run.best.score)}, {"best_step", std::to_string(run.best.step)}};
   json tally = json::array();
   for (const auto& [name, value] : window.tally().entries()) tally.push_back({name, value});
@@ -312,11 +330,14 @@ std::string first_non_finite_gradient(const nn::Module& model) {
 }
 
 // A dev evaluation of the current model; a new best is saved as best.safetensors.
-void evaluate_dev(Run& run, MetricsLog& metrics, ProgressLine& progress) {
-  EvalResult r = run.task->evaluate(*run.model, "dev", run.config.train.eval_batches);
+// Data parallelism: rank 0 evaluates and shares its result; it alone writes.
+void evaluate_dev(Run& run, MetricsLog* metrics, ProgressLine& progress) {
+  EvalResult r;
+  if (run.dp->is_root()) r = run.task->evaluate(*run.model, "dev", run.config.train.eval_batches);
+  r = run.dp->share(r);
   r.step = run.step;
-  metrics.write_eval(r, /*final=*/false);
-  log_eval_scalars(*run.tb, r);
+  if (metrics) metrics->write_eval(r, /*final=*/false);
+  if (run.tb) log_eval_scalars(*run.tb, r);
   std::ostringstream os;
   os << "step " << run.step << ": dev " << run.task->describe(r) << ", loss " << std::setprecision(4) << r.loss;
   const double score = r.metric(run.best.rule.metric);
@@ -326,10 +347,11 @@ void evaluate_dev(Run& run, MetricsLog& metrics, ProgressLine& progress) {
     info.step = run.step;
     info.config = to_json(run.config);
     info.extra = {{"dev_" + run.best.rule.metric, exact(score)}};
-    save_checkpoint(run.paths.best, *run.model, nullptr, info);
+    if (run.dp->is_root()) save_checkpoint(run.paths.best, *run.model, nullptr, info);
     os << "  ★ best, saved";
   }
   progress.message(os.str());
+  if (!run.dp->is_root()) return;
   // curves.svg follows the run; a failure to draw it must not end a run, so it is reported only.
   try {
     write_curves({run.paths.dir}, {}, run.paths.curves);
@@ -339,7 +361,7 @@ void evaluate_dev(Run& run, MetricsLog& metrics, ProgressLine& progress) {
 }
 
 // The loop: one step per batch, logging, periodic evaluation and checkpoints.
-void run_loop(Run& run, int64_t end_step, MetricsLog& metrics, ProgressLine& progress, Clock::time_point started,
+void run_loop(Run& run, int64_t end_step, MetricsLog* metrics, ProgressLine& progress, Clock::time_point started,
               TrainSummary& summary, bool profile_requested, std::ostream& log) {
   const LoopConfig& loop = run.config.train;
   const int64_t first_step = run.step;
@@ -354,8 +376,17 @@ void run_loop(Run& run, int64_t end_step, MetricsLog& metrics, ProgressLine& pro
   for (; run.step < end_step;) {
     optim::apply_schedule(*run.schedule, *run.optimizer, run.step);  // lr and beta1 for this update
     TrainStep s = run.task->train_step(*run.model, run.step);
-    const float loss = s.loss.item<float>();
+    float loss = s.loss.item<float>();
+    run.dp->before_backward();
     s.loss.backward();
+    bool stop_requested = g_stop_signal != 0;
+    {
+      // Data parallelism: the gradients' mean over the ranks, and the step's logged numbers
+      // (loss, units, tally, stop request) summed over them.
+      profiler::PhaseScope phase("all-reduce");
+      run.dp->after_backward();
+      run.dp->reduce_step(loss, s, stop_requested);
+    }
     // A non-finite loss or gradient would poison the parameters and the optimizer's moments for
     // good: checked before clipping (which would spread one NaN to every gradient).
     const std::string bad_param = first_non_finite_gradient(*run.model);
@@ -380,7 +411,7 @@ void run_loop(Run& run, int64_t end_step, MetricsLog& metrics, ProgressLine& pro
         grad_norm = optim::grad_norm(run.model->parameters());
       run.optimizer->step();
     }
-    if (!faulty && loop.tensorboard_every > 0 && done % loop.tensorboard_every == 0) {
+    if (run.tb && !faulty && loop.tensorboard_every > 0 && done % loop.tensorboard_every == 0) {
       profiler::PauseScope not_a_step;
       log_histograms(*run.tb, *run.model, done);  // the updated parameters, this step's gradients
     }
@@ -401,15 +432,16 @@ void run_loop(Run& run, int64_t end_step, MetricsLog& metrics, ProgressLine& pro
       std::vector<Metric> logged = shown;
       logged.push_back({"grad_norm", grad_norm, Metric::Kind::Number, ""});
       const double rate = window.rate();  // once: it reads the clock
-      metrics.write_train(done, window.mean_loss(), logged, run.optimizer->lr(), run.task->throughput_unit(), rate,
+      if (metrics) metrics->write_train(done, window.mean_loss(), logged, run.optimizer->lr(), run.task->throughput_unit(), rate,
                           run.prior_wall_seconds + seconds_since(started));
-      log_train_scalars(*run.tb, done, window.mean_loss(), shown, run.optimizer->lr(), run.task->throughput_unit(), rate,
+      if (run.tb) log_train_scalars(*run.tb, done, window.mean_loss(), shown, run.optimizer->lr(), run.task->throughput_unit(), rate,
                         grad_norm);
       window.restart(Clock::now());
     }
     profiler::PauseScope not_a_step;
     if ((loop.eval_every > 0 && done % loop.eval_every == 0) || done == loop.steps) evaluate_dev(run, metrics, progress);
-    const bool stop = g_stop_signal != 0;  // SIGINT / SIGTERM: this step is done; save and stop
+    // SIGINT / SIGTERM: this step is done; save and stop (every rank after the same step).
+    const bool stop = run.dp->active() ? stop_requested : g_stop_signal != 0;
     if ((loop.checkpoint_every > 0 && done % loop.checkpoint_every == 0) || done == end_step || stop)
       save_last(run, window, summary.final_train_loss, started);
     if (stop) break;
@@ -534,16 +566,24 @@ std::string describe_result(const std::string& checkpoint, const EvalResult& res
 
 TrainSummary train(const RunConfig& config, const TrainOptions& options) {
   const Clock::time_point started = Clock::now();
-  std::ostream& log = options.log ? *options.log : std::cerr;
-  std::ostream& out = options.out ? *options.out : std::cout;
+  DataParallel dp(options.world, config, options.bucket_bytes);
+  // Data parallelism: rank 0 prints; the others print one line at start and their errors.
+  std::ostream silent(nullptr);
+  std::ostream& rank_log = options.log ? *options.log : std::cerr;
+  std::ostream& log = dp.is_root() ? rank_log : silent;
+  std::ostream& out = !dp.is_root() ? silent : options.out ? *options.out : std::cout;
   const bool live = options.progress >= 0 ? options.progress == 1 : (options.log == nullptr && isatty(fileno(stderr)));
   ProgressLine progress(log, live);
+  if (dp.active())
+    rank_log << ("rank " + std::to_string(dp.rank()) + "/" + std::to_string(dp.size()) + ": pid " + std::to_string(getpid()) +
+                 ", " + dp.backend() + "\n")  // one write: the ranks' lines do not interleave
+             << std::flush;
   if (!options.init_from.empty()) {  // before the run directory is made
     LSF_CHECK(!options.resume) << "--init-from starts a new run from a checkpoint's weights; it cannot be combined with --resume";
     LSF_CHECK(fs::exists(options.init_from)) << "--init-from: checkpoint '" << options.init_from << "' does not exist";
   }
 
-  Run run = start_run(config, options, progress);
+  Run run = start_run(config, options, progress, dp);
   TrainSummary summary;
   summary.run_dir = run.paths.dir;
   summary.config_path = run.paths.config;
@@ -551,13 +591,15 @@ TrainSummary train(const RunConfig& config, const TrainOptions& options) {
   summary.summary_path = run.paths.summary;
   summary.best_checkpoint = run.paths.best;
   summary.last_checkpoint = run.paths.last;
-  MetricsLog metrics(run.paths.metrics, options.resume, run.step);
-  for (const std::string& warning : metrics.warnings()) progress.message("warning: " + warning);
+  std::unique_ptr<MetricsLog> metrics;  // rank 0's
+  if (dp.is_root()) metrics = std::make_unique<MetricsLog>(run.paths.metrics, options.resume, run.step);
+  if (metrics)
+    for (const std::string& warning : metrics->warnings()) progress.message("warning: " + warning);
 
   const int64_t end_step = options.stop_after > 0 ? std::min(options.stop_after, config.train.steps) : config.train.steps;
   {
     const StopSignals signals(options.handle_signals);
-    run_loop(run, end_step, metrics, progress, started, summary, options.profile, log);
+    run_loop(run, end_step, metrics.get(), progress, started, summary, options.profile, log);
   }
   summary.steps = run.step;
   summary.best_step = run.best.step;
@@ -576,22 +618,30 @@ TrainSummary train(const RunConfig& config, const TrainOptions& options) {
     return summary;
   }
   summary.finished = true;
-  if (!fs::exists(run.paths.best)) {  // resumed a finished run whose best is gone
+  const bool best_exists = dp.broadcast_string(dp.is_root() && fs::exists(run.paths.best) ? "1" : "0") == "1";
+  if (!best_exists) {  // resumed a finished run whose best is gone
     run.best.any = false;
-    evaluate_dev(run, metrics, progress);
+    evaluate_dev(run, metrics.get(), progress);
     summary.best_step = run.best.step;
     summary.best_periodic_score = run.best.score;
   }
 
   // The best checkpoint on the whole dev and test splits (what `lsf eval` computes).
-  summary.dev = evaluate_file(*run.task, run.config, run.paths.best, "dev", "the final evaluation");
-  summary.test = evaluate_file(*run.task, run.config, run.paths.best, "test", "the final evaluation");
-  metrics.write_eval(summary.dev, /*final=*/true);
-  metrics.write_eval(summary.test, /*final=*/true);
-  log_eval_scalars(*run.tb, summary.test);  // test/<metric> at the best checkpoint's step
+  // Data parallelism: on rank 0, shared with the others.
+  if (dp.is_root()) {
+    summary.dev = evaluate_file(*run.task, run.config, run.paths.best, "dev", "the final evaluation");
+    summary.test = evaluate_file(*run.task, run.config, run.paths.best, "test", "the final evaluation");
+  }
+  summary.dev = dp.share(summary.dev);
+  summary.test = dp.share(summary.test);
+  if (metrics) {
+    metrics->write_eval(summary.dev, /*final=*/true);
+    metrics->write_eval(summary.test, /*final=*/true);
+    log_eval_scalars(*run.tb, summary.test);  // test/<metric> at the best checkpoint's step
+  }
   summary.eval_command = options.program + " eval --checkpoint " + shell_quote(run.paths.best) + " --split test";
   summary.wall_seconds = run.prior_wall_seconds + seconds_since(started);
-  report(run, summary, out);
+  if (dp.is_root()) report(run, summary, out);
   return summary;
 }
 

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "lsformer/engine/distributed.h"
 #include "lsformer/models/nn/module.h"
 #include "lsformer/models/optim/optimizer.h"
 #include "lsformer/models/optim/schedule.h"
@@ -49,6 +50,10 @@ struct TrainOptions {
                                      // and skipping the final evaluation (as an interrupted run; tests)
   bool profile = false;              // print the built-in profiler's table of the training steps at the
                                      // end (engine/profiler.h; also on with LSF_PROFILE=1)
+  // Data-parallel training (models/train/data_parallel.h): this process's job, usually
+  // dist::init_world(); null: one process. Every rank calls train() with the same config.
+  std::shared_ptr<dist::ProcessGroup> world;
+  int64_t bucket_bytes = int64_t(25) << 20;  // the gradient all-reduce's bucket size (data parallelism)
   bool handle_signals = false;       // SIGINT / SIGTERM during the loop finish the current step, save
                                      // last.safetensors, print how to resume and return with stop_signal
                                      // set (lsf train); during loading and the final evaluation they act

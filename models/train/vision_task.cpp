@@ -295,6 +295,9 @@ class VisionTask final : public Task {
     return make_model(spec_);
   }
 
+  // Data parallelism: the training loader decodes only this rank's rows of each global batch.
+  void set_data_shard(const DataShard& shard) override { shard_ = shard; }
+
   TrainStep train_step(nn::Module& model, int64_t step) override {
     LSF_CHECK(train_loader_ != nullptr) << "internal: the training split was not loaded";
     if (step != next_step_) {  // the first step, or a jump (resume): stream from here
@@ -453,8 +456,12 @@ class VisionTask final : public Task {
             .drop_last = training,
             .seed = config_.train.seed,
             .num_workers = int(s_.data.workers),
-            .prefetch = s_.data.prefetch};
+            .prefetch = s_.data.prefetch,
+            .shard = training ? shard_.rank : 0,
+            .shards = training ? shard_.world : 1};
   }
+
+  DataShard shard_;
 
   RunConfig config_;
   VisionSections s_;
