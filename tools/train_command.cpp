@@ -23,6 +23,7 @@ const std::vector<Flag>& flags() {
       {"--init-from", "CKPT", "start a new run (a new phase) from this checkpoint's weights; fresh optimizer and schedule"},
       {"--profile", nullptr, "print per-op self time and calls and the time per model phase of the training steps at the end (also LSF_PROFILE=1)"},
       {"--threads", "N", "CPU threads (sets train.threads)"},
+      {"--detect-anomaly", nullptr, "stop at the first op producing a NaN (forward) or a NaN / Inf gradient (backward), naming it and its module path (slow: a debugging aid)"},
   };
   return table;
 }
@@ -30,7 +31,7 @@ const std::vector<Flag>& flags() {
 }  // namespace
 
 void train_usage(std::ostream& os) {
-  os << "usage: lsf train --config PATH [--set KEY=VALUE]... [--out DIR] [--resume | --init-from CKPT] [--threads N] [--profile]\n\n"
+  os << "usage: lsf train --config PATH [--set KEY=VALUE]... [--out DIR] [--resume | --init-from CKPT] [--threads N] [--profile] [--detect-anomaly]\n\n"
         "Trains a model as the config says; writes config.json, metrics.jsonl, best.safetensors,\n"
         "last.safetensors and summary.json to the run directory, and prints the test result.\n\n";
   print_flags(os, flags());
@@ -71,6 +72,7 @@ int run_train(const std::vector<std::string>& args) {
   options.resume = resume;
   options.init_from = init_from;
   options.profile = parsed.count("--profile") > 0;
+  options.detect_anomaly = parsed.count("--detect-anomaly") > 0;
   options.program = program_name();
   options.handle_signals = true;
   const train::TrainSummary summary = train::train(config, options);

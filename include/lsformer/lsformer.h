@@ -2,6 +2,7 @@
 //   #include <lsformer/lsformer.h>
 #pragma once
 
+#include "lsformer/engine/anomaly.h"
 #include "lsformer/engine/autograd.h"
 #include "lsformer/engine/cuda_api.h"
 #include "lsformer/engine/device.h"

@@ -15,11 +15,13 @@
 #include <iomanip>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <type_traits>
 
 #include <nlohmann/json.hpp>
 
+#include "lsformer/engine/anomaly.h"
 #include "lsformer/engine/autograd.h"
 #include "lsformer/engine/parallel.h"
 #include "lsformer/engine/profiler.h"
@@ -557,7 +559,14 @@ TrainSummary train(const RunConfig& config, const TrainOptions& options) {
   const int64_t end_step = options.stop_after > 0 ? std::min(options.stop_after, config.train.steps) : config.train.steps;
   {
     const StopSignals signals(options.handle_signals);
-    run_loop(run, end_step, metrics, progress, started, summary, options.profile, log);
+    std::optional<autograd::AnomalyMode> anomaly;  // --detect-anomaly: NaN / Inf named by op and module
+    if (options.detect_anomaly) anomaly.emplace();
+    try {
+      run_loop(run, end_step, metrics, progress, started, summary, options.profile, log);
+    } catch (const Error& e) {
+      if (!options.detect_anomaly || std::string(e.what()).rfind("anomaly:", 0) != 0) throw;
+      throw Error("step " + std::to_string(run.step + 1) + ": " + e.what());
+    }
   }
   summary.steps = run.step;
   summary.best_step = run.best.step;

@@ -49,6 +49,10 @@ struct TrainOptions {
                                      // and skipping the final evaluation (as an interrupted run; tests)
   bool profile = false;              // print the built-in profiler's table of the training steps at the
                                      // end (engine/profiler.h; also on with LSF_PROFILE=1)
+  bool detect_anomaly = false;       // anomaly mode (engine/anomaly.h) during the training steps: the
+                                     // first op whose forward output holds a NaN or whose backward
+                                     // returns a NaN / Inf gradient ends the run, named with its module
+                                     // path and the step (lsf train --detect-anomaly); several times slower
   bool handle_signals = false;       // SIGINT / SIGTERM during the loop finish the current step, save
                                      // last.safetensors, print how to resume and return with stop_signal
                                      // set (lsf train); during loading and the final evaluation they act
