@@ -212,9 +212,12 @@ struct Run {
 };
 
 Run start_run(const RunConfig& config, const TrainOptions& options, ProgressLine& progress) {
+  // A config that cannot fit is refused before the run directory is made or data generated.
+  std::unique_ptr<Task> task = make_task(config);
+  check_memory_fits(task->estimate_memory(MemoryUse::Train), config, "");
   Run run{config, open_run_directory(config, options.out_dir, options.resume)};
   if (config.train.threads > 0) set_num_threads(int(config.train.threads));
-  run.task = make_task(config);
+  run.task = std::move(task);
   run.task->load_data({"train", "dev", "test"});
   manual_seed(config.train.seed);
   run.model = run.task->build_model();
@@ -513,6 +516,7 @@ EvalResult evaluate_checkpoint(const std::string& path, const std::string& split
   if (threads > 0) config.train.threads = threads;
   if (config.train.threads > 0) set_num_threads(int(config.train.threads));
   std::unique_ptr<Task> task = make_task(config);
+  check_memory_fits(task->estimate_memory(MemoryUse::Eval), config, "evaluating '" + path + "'");
   task->load_data({split});
   return evaluate_file(*task, config, path, split, overrides.empty() ? "lsf eval" : "lsf eval with --set");
 }
@@ -524,6 +528,7 @@ ConfusionMatrix checkpoint_confusion_matrix(const std::string& path, const std::
   if (config.train.threads > 0) set_num_threads(int(config.train.threads));
   std::unique_ptr<Task> task = make_task(config);
   if (!task->has_confusion_matrix()) return {};
+  check_memory_fits(task->estimate_memory(MemoryUse::Eval), config, "the confusion matrix of '" + path + "'");
   task->load_data({split});
   auto model = task->build_model();
   load_weights("the confusion matrix", path, config, *model);
