@@ -2,6 +2,8 @@
 // run_directory.h).
 #include "lsformer/models/train/run_directory.h"
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <vector>
 
@@ -90,14 +92,19 @@ MetricsLog::MetricsLog(const std::string& path, bool resume, int64_t resumed_ste
   std::string text;
   for (const auto& line : kept) text += line + "\n";
   write_file_atomically(path, text);
+  errno = 0;
   out_.open(path, std::ios::app);
-  LSF_CHECK(out_) << "cannot write '" << path << "'";
+  LSF_CHECK(out_) << "cannot open '" << path << "' for appending: " << (errno ? std::strerror(errno) : "unknown error");
 }
 
 void MetricsLog::write_line(const std::string& line) {
+  // One write() per line (flushed at once): a kill cannot leave half a line behind in practice,
+  // and a resume drops a torn last line anyway. A failure (disk full, I/O error) ends the run
+  // with its reason; the checkpoints written so far are intact.
+  errno = 0;
   out_ << line << "\n";
   out_.flush();
-  LSF_CHECK(out_) << "cannot write '" << path_ << "'";
+  LSF_CHECK(out_) << "cannot write '" << path_ << "': " << (errno ? std::strerror(errno) : "unknown error");
 }
 
 void MetricsLog::write_train(int64_t step, double loss, const std::vector<Metric>& metrics, double lr, const std::string& unit,
