@@ -54,6 +54,21 @@ std::string config_differences(const RunConfig& a, const RunConfig& b) {
   return diff;
 }
 
+// The temporaries of atomic writes (".<name>.tmp.<pid>", engine/safetensors.h) that a process
+// killed mid-write left in the run directory: only a process writing this run made them, and
+// the run is now ours, so they are removed (their targets were never replaced by them).
+static void remove_stale_temporaries(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const size_t at = name.rfind(".tmp.");
+    if (name.empty() || name[0] != '.' || at == std::string::npos || at + 5 >= name.size()) continue;
+    if (name.find_first_not_of("0123456789", at + 5) != std::string::npos) continue;
+    if (!fs::is_regular_file(entry.symlink_status(ec))) continue;  // the writer makes regular files only
+    fs::remove(entry.path(), ec);
+  }
+}
+
 RunPaths open_run_directory(const RunConfig& config, const std::string& dir, bool resume) {
   RunPaths paths(dir);
   if (resume) {
@@ -68,6 +83,7 @@ RunPaths open_run_directory(const RunConfig& config, const std::string& dir, boo
   validate_data_paths(config);  // before the run directory exists
   const std::string text = to_json(config);  // too: a failure must not leave an empty directory
   fs::create_directories(dir);
+  remove_stale_temporaries(dir);
   write_file_atomically(paths.config, text);
   return paths;
 }
