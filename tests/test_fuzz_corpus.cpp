@@ -84,3 +84,29 @@ TEST_CASE("IDX headers that declare more than the file holds are errors, not all
   CHECK_THROWS_WITH(lsf::data::read_idx_u8((dir / "overflow.idx").string(), 4), Catch::Contains("absurd size"));
   fs::remove_all(dir);
 }
+
+namespace {
+std::string corpus_file(const std::string& harness, const std::string& name) {
+  std::ifstream in(kCorpus / harness / name, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+}  // namespace
+
+TEST_CASE("a JPEG header declaring gigabytes of pixels is refused before any allocation", "[fuzz][data]") {
+  // Found by fuzzing: 186 bytes declaring 65,280 × 46,600 pixels (3 GB decoded).
+  const std::string jpeg = corpus_file("fuzz_image", "regression-oom-jpeg-header-size").substr(1);
+  CHECK_THROWS_WITH(lsf::data::decode_jpeg(reinterpret_cast<const uint8_t*>(jpeg.data()), jpeg.size(), "crafted.jpg", 1),
+                    Catch::Contains("crafted.jpg") && Catch::Contains("exceed the 512 MiB a decoded image may take"));
+}
+
+TEST_CASE("a zip entry recording more bytes than it holds is an error, not an allocation", "[fuzz][data]") {
+  // Found by fuzzing: a 462-byte archive whose entry 'enwik8' records 1.6 GB.
+  const std::string file = corpus_file("fuzz_corpus", "regression-oom-zip-recorded-size");
+  const fs::path zip = fs::temp_directory_path() / ("lsf_test_zip_" + std::to_string(::getpid()) + ".zip");
+  std::ofstream(zip, std::ios::binary) << file.substr(2);
+  { std::ofstream("/proc/self/clear_refs") << "5"; }
+  const double before = status_bytes("VmRSS:");
+  CHECK_THROWS_AS(lsf::data::read_zip_entry(zip.string(), "enwik8", "enwik8"), lsf::Error);
+  CHECK(status_bytes("VmHWM:") - before < 64.0 * (1 << 20));
+  fs::remove(zip);
+}

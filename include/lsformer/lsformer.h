@@ -85,6 +85,7 @@
 #include "lsformer/models/train/lm_generate.h"
 #include "lsformer/models/train/lm_task.h"
 #include "lsformer/models/train/lra_task.h"
+#include "lsformer/models/train/memory_estimate.h"
 #include "lsformer/models/train/progress.h"
 #include "lsformer/models/train/run_directory.h"
 #include "lsformer/models/train/run_report.h"
