@@ -16,10 +16,10 @@ ctest --test-dir build --output-on-failure -j "$jobs"
 # run on 2 cores (docs/reliability.md). Skipped, saying so, where clang has no libFuzzer.
 if command -v clang++ >/dev/null &&
    echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' |
-     clang++ -x c++ -fsanitize=fuzzer - -o /dev/null 2>/dev/null; then
+     clang++ -x c++ -fsanitize=fuzzer -fopenmp - -o /dev/null 2>/dev/null; then
   FUZZ_RUNS=20000 JOBS="$jobs" scripts/fuzz.sh
 else
-  echo "fuzzing skipped: clang++ with libFuzzer (libclang-rt) is not installed"
+  echo "fuzzing skipped: clang++ with libFuzzer (libclang-rt) and OpenMP (libomp) is not installed"
 fi
 
 # A separate project that find_package()s the installed lsformer.
