@@ -59,7 +59,7 @@ done
 echo "fuzz build: $(( $(date +%s) - start )) s"
 (( SECONDS_EACH > 0 )) || exit 0  # 0: build only
 
-# FUZZ_RUNS=N: N inputs per harness from a fixed seed instead of SECONDS (what CI runs:
+# FUZZ_RUNS=N: N inputs per harness from a fixed seed instead of SECONDS (what CI runs, with 5000:
 # deterministic, so a CI failure is a real, reproducible finding).
 if [[ -n "${FUZZ_RUNS:-}" ]]; then budget=(-runs="$FUZZ_RUNS" -seed=1); else budget=(-max_total_time="$SECONDS_EACH"); fi
 status=0
