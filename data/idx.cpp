@@ -75,11 +75,21 @@ IdxArray read_idx_u8(const std::string& path, int64_t ndims) {
     LSF_CHECK(gz_read(in, b, 4, path) == 4) << "read_idx: '" << path << "' is truncated inside its header";
     const int64_t size = int64_t(uint32_t(b[0]) << 24 | uint32_t(b[1]) << 16 | uint32_t(b[2]) << 8 | b[3]);
     out.dims.push_back(size);
+    // Checked before multiplying: four 32-bit sizes overflow int64 (found by fuzzing).
+    LSF_CHECK(size == 0 || total <= (int64_t(1) << 40) / size)
+        << "read_idx: '" << path << "' declares an absurd size (dimension " << d << " is " << size << ")";
     total *= size;
-    LSF_CHECK(total <= (int64_t(1) << 40)) << "read_idx: '" << path << "' declares an absurd size";
   }
-  out.data.resize(size_t(total));
-  const int64_t got = gz_read(in, out.data.data(), total, path);
+  // Grown as the data arrives (16 MiB at a time): a header declaring more than the file holds
+  // (found by fuzzing: 3.7 GB declared by a 12-byte file) is a truncation error, not an allocation.
+  int64_t got = 0;
+  while (got < total) {
+    const int64_t chunk = std::min<int64_t>(total - got, int64_t(1) << 24);
+    out.data.resize(size_t(got + chunk));
+    const int64_t n = gz_read(in, out.data.data() + got, chunk, path);
+    got += n;
+    if (n < chunk) break;
+  }
   LSF_CHECK(got == total) << "read_idx: '" << path << "' is truncated: its header declares " << total
                           << " data bytes but only " << got << " follow";
   uint8_t extra;

@@ -28,6 +28,10 @@ namespace lsf::data {
 namespace {
 
 constexpr size_t kMessageBytes = 256;
+// The largest decoded image accepted: 512 MiB (a 13,000 × 13,000 RGB photograph), beyond any
+// dataset image. A header is a few bytes that can declare 65,535 × 65,535 pixels; without a
+// cap, a crafted file made us allocate gigabytes before reading any pixel (found by fuzzing).
+constexpr double kMaxDecodedBytes = double(size_t(1) << 29);
 
 // The raw result of a C-style decode: pixels malloc'd, interleaved, `components` per pixel.
 struct RawPixels {
@@ -86,6 +90,12 @@ bool jpeg_decode_raw(const uint8_t* data, size_t size, JpegError* error, RawPixe
   jpeg_create_decompress(&cinfo);
   jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
   jpeg_read_header(&cinfo, TRUE);
+  if (double(cinfo.image_width) * double(cinfo.image_height) * double(cinfo.num_components) > kMaxDecodedBytes) {
+    std::snprintf(error->message, kMessageBytes, "%u×%u pixels × %d components exceed the 512 MiB a decoded image may take",
+                  cinfo.image_width, cinfo.image_height, cinfo.num_components);
+    jpeg_destroy_decompress(&cinfo);
+    return false;
+  }
   const J_COLOR_SPACE space = cinfo.jpeg_color_space;
   if (space == JCS_GRAYSCALE) {
     cinfo.out_color_space = JCS_GRAYSCALE;
@@ -215,6 +225,12 @@ bool png_decode_raw(PngState* state, RawPixels* out) {
   out->width = png_get_image_width(png, info);
   out->components = png_get_channels(png, info);
   const size_t row_bytes = png_get_rowbytes(png, info);
+  if (double(row_bytes) * double(out->height) > kMaxDecodedBytes) {
+    std::snprintf(state->message, kMessageBytes, "%lld×%lld pixels exceed the 512 MiB a decoded image may take",
+                  static_cast<long long>(out->width), static_cast<long long>(out->height));
+    png_destroy_read_struct(&png, &info, nullptr);
+    return false;
+  }
   if ((out->components != 1 && out->components != 3) ||
       row_bytes != size_t(out->width * out->components)) {
     std::snprintf(state->message, kMessageBytes,

@@ -16,6 +16,7 @@
 #include "lsformer/data/listops.h"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <filesystem>
 #include <string_view>
@@ -162,12 +163,37 @@ ListOpsSplits generate_listops(int64_t train, int64_t val, int64_t test, const L
       << o.min_length;
 
   const int64_t total = train + val + test;
+  // A draw can only be kept if its root is an operator (probability 0.25 below max_depth; a
+  // lone digit is 1 token) with few enough arguments for L < max_length (n arguments take at
+  // least n + 2 tokens; n is uniform in 2..max_args). When that bound makes the expected number
+  // of draws absurd (max_args = 1e6 with max_length = 60: ~1e9 draws), refuse at once instead
+  // of drawing for hours.
+  if (total > 0 && o.min_length >= 1) {
+    const double fits = std::clamp(double(o.max_length - 4) / double(o.max_args - 1), 0.0, 1.0);
+    const double keep = (o.max_depth > 1 ? 0.25 : 0.0) * fits;
+    const double draws = keep > 0 ? double(total) / keep : INFINITY;
+    LSF_CHECK(draws <= 100.0 * double(o.max_attempts))
+        << "generate_listops: at most " << keep * 100 << "% of draws can give an expression with " << o.min_length
+        << " < L < " << o.max_length << " (max_depth " << o.max_depth << ", max_args " << o.max_args
+        << "), so " << total << " examples need at least " << draws << " draws (limit " << 100.0 * double(o.max_attempts)
+        << "): lower max_args, raise max_length or ask for fewer examples";
+  }
   // A deque never moves its elements, so the set's views into their sources stay valid.
   std::deque<ListOpsRow> rows;
   std::unordered_set<std::string_view> seen;
   TreeGenerator generator(o);
   int64_t failures = 0;  // consecutive draws that produced no new row
+  // All draws: once there have been 2 × max_attempts of them (after the consecutive-failure check
+  // had its chance to name a space of expressions used up), a config that keeps fewer than one in
+  // 1000 (≥ 1000 draws per row; LRA's defaults keep ~8%) is refused rather than drawn for hours.
+  int64_t draws = 0;
   while (int64_t(rows.size()) < total) {
+    ++draws;
+    LSF_CHECK(draws <= 2 * o.max_attempts || double(rows.size()) * 1000.0 >= double(draws))
+        << "generate_listops: only " << rows.size() << " of " << draws << " draws gave a new expression with "
+        << o.min_length << " < L < " << o.max_length << " (max_depth " << o.max_depth << ", max_args " << o.max_args
+        << "), fewer than 1 in 1000, and " << total << " are needed: lower max_args, widen the length bounds or ask for "
+        << "fewer examples";
     int32_t value = 0;
     int64_t length = 0;
     const bool kept = generator.draw(&value, &length) && length > o.min_length &&

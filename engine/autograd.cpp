@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "lsformer/engine/anomaly.h"
 #include "lsformer/engine/core_kernels.h"
 #include "lsformer/engine/grad_hooks.h"
 #include "lsformer/engine/profiler.h"
@@ -219,10 +220,42 @@ Edge gradient_edge(const Tensor& t) {
   return {acc, 0};
 }
 
+namespace {
+
+// " (forward call site: encoder.layers.1.attn (LongShortAttention); phase attention)"
+std::string where(const std::string& call_site, const char* phase) {
+  std::string s = " (forward call site: " + (call_site.empty() ? std::string("outside every module") : call_site);
+  if (phase && std::string(phase) != "other") s += std::string("; phase ") + phase;
+  return s + ")";
+}
+
+// Anomaly mode: the first forward output of op `name` holding a NaN ends the forward pass.
+void check_forward_outputs(const std::string& name, const TensorList& outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const std::string bad = describe_non_finite(outputs[i], /*nan_only=*/true);
+    LSF_CHECK(bad.empty()) << "anomaly: the forward of '" << name << "'" << where(current_call_site(), profiler::current_phase())
+                           << " produced " << bad << " in its output " << i << " of shape " << outputs[i].shape();
+  }
+}
+
+// Anomaly mode: the first non-finite gradient a backward node returns ends the backward pass.
+void check_backward_outputs(const Node& node, const char* phase, const TensorList& input_grads) {
+  for (size_t i = 0; i < input_grads.size(); ++i) {
+    const std::string bad = describe_non_finite(input_grads[i]);
+    LSF_CHECK(bad.empty()) << "anomaly: the backward of '" << node.name() << "'" << where(node.call_site(), phase)
+                           << " returned a gradient with " << bad << " for its input " << i << " of shape "
+                           << input_grads[i].shape();
+  }
+}
+
+}  // namespace
+
 bool record(const std::string& name, const TensorList& inputs, const TensorList& outputs,
             BackwardFn backward) {
   if (!any_requires_grad(inputs)) return false;
+  if (anomaly_mode_enabled()) check_forward_outputs(name, outputs);
   auto node = std::make_shared<FunctionNode>(name, std::move(backward));
+  if (anomaly_mode_enabled()) node->set_call_site(current_call_site());
   node->next_edges.reserve(inputs.size());
   for (const Tensor& in : inputs) node->next_edges.push_back(gradient_edge(in));
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -324,6 +357,7 @@ void run_backward(const TensorList& roots, const TensorList& grads, bool retain_
       const auto* function = dynamic_cast<const FunctionNode*>(node.get());
       profiler::BackwardScope phase(function ? function->phase() : "autograd (gradient sums)");
       input_grads = node->apply(buffer.grads);
+      if (anomaly_mode_enabled() && function) check_backward_outputs(*node, function->phase(), input_grads);
     }
     if (!retain_graph) node->release();
     for (size_t i = 0; i < node->next_edges.size(); ++i) {

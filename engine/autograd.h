@@ -9,7 +9,8 @@
 // The backward convention (ops/ follow it everywhere): a node receives one gradient per output
 // (zeros are filled in for outputs that got none) and returns one gradient per input, leaving
 // undefined the inputs whose `needs[i]` is false. Backward runs with grad mode off: there is no
-// backward of backward.
+// backward of backward. Anomaly mode (engine/anomaly.h) checks forward outputs and backward
+// gradients for NaN / Inf and names the op and its forward call site.
 #pragma once
 
 #include <functional>
@@ -57,6 +58,10 @@ class Node {
   Node& operator=(const Node&) = delete;
 
   const std::string& name() const { return name_; }
+  // Where the op ran in the forward pass (the module path; engine/anomaly.h): recorded only in
+  // anomaly mode, "" otherwise.
+  const std::string& call_site() const { return call_site_; }
+  void set_call_site(std::string site) { call_site_ = std::move(site); }
   // grads: one per output (never undefined). Returns one gradient per next edge.
   virtual TensorList apply(const TensorList& grads) = 0;
   // Drops saved tensors after a backward without retain_graph.
@@ -67,6 +72,7 @@ class Node {
 
  private:
   std::string name_;
+  std::string call_site_;
 };
 
 // Adds incoming gradients into a leaf's .grad.

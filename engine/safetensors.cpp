@@ -223,7 +223,8 @@ void write_file_atomically(const std::string& path, const std::function<void(std
   const std::string tmp = (dir / tmp_name).string();
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    LSF_CHECK(out.is_open()) << "cannot create '" << tmp << "': " << std::strerror(errno);
+    LSF_CHECK(out.is_open()) << "cannot create '" << tmp << "' (writing '" << path << "'): " << std::strerror(errno);
+    errno = 0;  // a failed write leaves its reason (ENOSPC, EIO, EROFS, ...) here
     try {
       write(out);
     } catch (...) {
@@ -233,8 +234,10 @@ void write_file_atomically(const std::string& path, const std::function<void(std
     }
     out.close();
     if (!out) {
+      const int err = errno;
       ::unlink(tmp.c_str());
-      LSF_FAIL() << "writing '" << tmp << "' failed (disk full?)";
+      LSF_FAIL() << "writing '" << path << "' failed (its temporary '" << tmp
+                 << "' is removed; the previous file, if any, is intact): " << (err ? std::strerror(err) : "unknown error");
     }
   }
   // The data must be on disk before the rename makes it the file's content.

@@ -310,6 +310,21 @@ TEST_CASE("listops: impossible options fail with a clear error instead of hangin
   options.max_depth = 0;
   CHECK_THROWS_WITH(generate_listops(1, 0, 0, options), Catch::Contains("max_depth"));
   CHECK(generate_listops(0, 0, 0, ListOpsOptions{}).train.empty());
+  // max_args 1e6 under max_length 60: only 1 root operator in ~70,000 has few enough arguments,
+  // ~1.6e9 draws for the quickstart's 22,000 rows (issue #15: this ran for hours); refused at once.
+  options = {};
+  options.min_length = 10;
+  options.max_length = 60;
+  options.max_depth = 5;
+  options.max_args = 1000000;
+  CHECK_THROWS_WITH(generate_listops(20000, 1000, 1000, options),
+                    Catch::Contains("so 22000 examples need at least") && Catch::Contains("lower max_args"));
+  // max_args 1000 passes that bound but keeps ~1 draw in 10,000: refused once 2 × max_attempts
+  // draws have kept fewer than 1 in 1000.
+  options.max_args = 1000;
+  options.max_attempts = 10000;
+  CHECK_THROWS_WITH(generate_listops(2000, 0, 0, options),
+                    Catch::Contains("of 20001 draws gave a new expression") && Catch::Contains("fewer than 1 in 1000"));
 }
 
 TEST_CASE("listops: fixed vocabulary and in-memory dataset", "[data]") {

@@ -12,6 +12,7 @@
 
 #include "helpers.h"
 #include "run_helpers.h"
+#include "lsformer/engine/anomaly.h"
 #include "lsformer/models/train/config.h"
 #include "lsformer/models/train/trainer.h"
 
@@ -242,4 +243,20 @@ TEST_CASE("checkpoint entries out of range are errors naming the entry", "[train
   restore();
   CHECK(testing::run_training(config, dir, log, true).finished);
   fs::remove_all(dir);
+}
+
+TEST_CASE("detect_anomaly names the op whose backward returned a non-finite gradient, with the step", "[train][reliability]") {
+  std::ostringstream log;
+  const fs::path dir = fresh_dir("anomaly");
+  train::TrainOptions options;
+  options.out_dir = dir.string();
+  options.log = &log;
+  options.out = &log;
+  options.progress = 0;
+  options.detect_anomaly = true;
+  // The toy's sqrt(w − w) runs outside every module's forward: no module path to name.
+  CHECK_THROWS_WITH(train::train(train::parse_config(kFaults, {"data.inf_grad_at=6"}), options),
+                    Contains("step 7: anomaly: the backward of 'sqrt' (forward call site: outside every module)") &&
+                        Contains("Inf (4 of 4 values"));
+  CHECK_FALSE(autograd::anomaly_mode_enabled());  // the run's scope ended with it
 }

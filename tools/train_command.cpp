@@ -27,6 +27,7 @@ const std::vector<Flag>& flags() {
       {"--profile", nullptr, "print per-op self time and calls and the time per model phase of the training steps at the end (also LSF_PROFILE=1)"},
       {"--threads", "N", "CPU threads (sets train.threads; per rank under mpirun, default: the cores / the ranks on the machine)"},
       {"--bucket-mb", "MB", "data-parallel runs: the gradient all-reduce's bucket size in MiB (default 25)"},
+      {"--detect-anomaly", nullptr, "stop at the first op producing a NaN (forward) or a NaN / Inf gradient (backward), naming it and its module path (slow: a debugging aid)"},
   };
   return table;
 }
@@ -36,7 +37,7 @@ const std::vector<Flag>& flags() {
 int train_with(const std::shared_ptr<dist::ProcessGroup>& world, const std::vector<std::string>& args);
 
 void train_usage(std::ostream& os) {
-  os << "usage: lsf train --config PATH [--set KEY=VALUE]... [--out DIR] [--resume | --init-from CKPT] [--threads N] [--profile]\n\n"
+  os << "usage: lsf train --config PATH [--set KEY=VALUE]... [--out DIR] [--resume | --init-from CKPT] [--threads N] [--profile] [--detect-anomaly]\n\n"
         "Trains a model as the config says; writes config.json, metrics.jsonl, best.safetensors,\n"
         "last.safetensors and summary.json to the run directory, and prints the test result.\n"
         "Data-parallel: mpirun -np N lsf train ... (each rank computes train.batch_size / N rows of\n"
@@ -97,6 +98,7 @@ int train_with(const std::shared_ptr<dist::ProcessGroup>& world, const std::vect
   options.resume = resume;
   options.init_from = init_from;
   options.profile = parsed.count("--profile") > 0;
+  options.detect_anomaly = parsed.count("--detect-anomaly") > 0;
   options.program = program_name();
   options.handle_signals = true;
   options.world = world;

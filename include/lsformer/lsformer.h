@@ -2,6 +2,7 @@
 //   #include <lsformer/lsformer.h>
 #pragma once
 
+#include "lsformer/engine/anomaly.h"
 #include "lsformer/engine/autograd.h"
 #include "lsformer/engine/cuda_api.h"
 #include "lsformer/engine/device.h"
@@ -91,6 +92,7 @@
 #include "lsformer/models/train/lm_generate.h"
 #include "lsformer/models/train/lm_task.h"
 #include "lsformer/models/train/lra_task.h"
+#include "lsformer/models/train/memory_estimate.h"
 #include "lsformer/models/train/memory_usage.h"
 #include "lsformer/models/train/progress.h"
 #include "lsformer/models/train/run_directory.h"

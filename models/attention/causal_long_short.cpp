@@ -127,6 +127,7 @@ CausalLongShortAttention::Compressed CausalLongShortAttention::compress_projecte
 }
 
 Tensor CausalLongShortAttention::forward(const Tensor& x, const AttentionArgs& args) {
+  ::lsf::nn::ModuleScope call_site(*this);
   profiler::PhaseScope phase("attention");
   const auto& o = options_;
   const int64_t d = o.dim, h = o.heads, e = d / h, l = o.chunk_length, w = o.window;

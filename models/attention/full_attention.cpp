@@ -70,6 +70,7 @@ std::string FullAttention::extra_repr() const {
 }
 
 Tensor FullAttention::forward(const Tensor& x, const AttentionArgs& args) {
+  ::lsf::nn::ModuleScope call_site(*this);
   profiler::PhaseScope phase("attention");
   check_self_attention_args("FullAttention", x, options_.dim, args);
   const int64_t B = x.size(0), n = x.size(1), h = options_.heads, e = head_dim();

@@ -69,6 +69,7 @@ std::string LinformerAttention::extra_repr() const {
 }
 
 Tensor LinformerAttention::forward(const Tensor& x, const AttentionArgs& args) {
+  ::lsf::nn::ModuleScope call_site(*this);
   profiler::PhaseScope phase("attention");
   const char* op = "LinformerAttention";
   check_self_attention_args(op, x, options_.dim, args);

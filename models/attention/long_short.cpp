@@ -55,6 +55,7 @@ LongShortAttention::LongShortAttention(const LongShortOptions& o) : Attention(kN
 }
 
 Tensor LongShortAttention::forward(const Tensor& x, const AttentionArgs& args) {
+  ::lsf::nn::ModuleScope call_site(*this);
   profiler::PhaseScope phase("attention");
   const LongShortOptions& o = options_;
   LSF_CHECK(x.defined()) << kName << ": the input x is undefined";

@@ -214,6 +214,7 @@ int64_t LongShortAttention2d::check_args(const Tensor& x, const AttentionArgs& a
 }
 
 Tensor LongShortAttention2d::forward(const Tensor& x, const AttentionArgs& args) {
+  ::lsf::nn::ModuleScope call_site(*this);
   profiler::PhaseScope phase("attention");
   LSF_CHECK(!options_.external_projections)
       << kOp << ": built with external_projections (no qkv / to_dynamic_projection): call forward_projected";

@@ -62,6 +62,7 @@ std::string CausalFullAttention::extra_repr() const {
 }
 
 Tensor CausalFullAttention::forward(const Tensor& x, const nn::AttentionArgs& args) {
+  ::lsf::nn::ModuleScope call_site(*this);
   profiler::PhaseScope phase("attention");
   const int64_t d = options_.dim, h = options_.heads, e = d / h;
   LSF_CHECK(x.defined() && x.dim() == 3 && x.size(2) == d)

@@ -17,6 +17,7 @@ FeedForwardLayer::FeedForwardLayer(int64_t dim, int64_t ffn_dim, double p, Gener
 }
 
 Tensor FeedForwardLayer::forward(const Tensor& y) {
+  ::lsf::nn::ModuleScope call_site(*this);
   profiler::PhaseScope phase("ffn");
   // One Dropout module, used twice (the official FeedForwardLayer has one nn.Dropout too).
   return dropout->forward(fc2->forward(dropout->forward(gelu(fc1->forward(y)))));
@@ -53,6 +54,7 @@ TransformerLSLayer::TransformerLSLayer(const LmModelOptions& o) : Module("Transf
 }
 
 Tensor TransformerLSLayer::forward(const Tensor& h, const Tensor& h_cache, const nn::AttentionArgs& positions) {
+  ::lsf::nn::ModuleScope call_site(*this);
   const Tensor x = norm1->forward(h);
   nn::AttentionArgs args = positions;
   args.memory = norm1->forward(h_cache);

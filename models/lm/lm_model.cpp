@@ -91,6 +91,7 @@ std::string TransformerLSModel::extra_repr() const {
 }
 
 Tensor TransformerLSModel::forward(const Tensor& tokens, Memory& memory, std::vector<Tensor>* layer_inputs) {
+  ::lsf::nn::ModuleScope call_site(*this);
   const LmModelOptions& o = options_;
   LSF_CHECK(tokens.defined()) << kName << ": tokens is undefined";
   LSF_CHECK(tokens.dtype() == kI64 || tokens.dtype() == kI32)

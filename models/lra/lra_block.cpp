@@ -25,6 +25,7 @@ LraEmbeddings::LraEmbeddings(int64_t vocab_size, int64_t max_seq_len, int64_t di
 }
 
 Tensor LraEmbeddings::forward(const Tensor& tokens) {
+  ::lsf::nn::ModuleScope call_site(*this);
   const int64_t n = tokens.size(1);
   LSF_CHECK(n <= position_embeddings->num_embeddings())
       << "LraEmbeddings: sequence length n = " << n << " exceeds max_seq_len = "
@@ -52,6 +53,7 @@ LraBlock::LraBlock(int64_t dim, int64_t ffn_dim, double dropout_p, std::shared_p
 }
 
 Tensor LraBlock::forward(const Tensor& x, const Tensor& mask, const Tensor& cls) {
+  ::lsf::nn::ModuleScope call_site(*this);
   nn::AttentionArgs args;
   args.mask = mask;
   Tensor h;
@@ -80,6 +82,9 @@ LraHead::LraHead(int64_t in_features, int64_t hidden, int64_t num_classes) : Lay
   mlpblock->push_back(std::make_shared<nn::Linear>(hidden, num_classes));
 }
 
-Tensor LraHead::forward(const Tensor& features) { return mlpblock->forward(features); }
+Tensor LraHead::forward(const Tensor& features) {
+  ::lsf::nn::ModuleScope call_site(*this);
+  return mlpblock->forward(features);
+}
 
 }  // namespace lsf::lra

@@ -149,6 +149,7 @@ LraEncoder::LraEncoder(const LraModelOptions& options) : Module("Model"), option
 Tensor LraEncoder::forward(const Tensor& tokens, const Tensor& mask) { return forward(tokens, mask, nullptr); }
 
 Tensor LraEncoder::forward(const Tensor& tokens, const Tensor& mask, std::vector<Tensor>* hidden) {
+  ::lsf::nn::ModuleScope call_site(*this);
   check_inputs(options_, tokens, mask, "tokens", "mask");
   const bool cls = options_.pooling == Pooling::Cls;
   const int64_t B = tokens.size(0);
@@ -177,12 +178,14 @@ LraClassifier::LraClassifier(const LraModelOptions& options) : Module("LraClassi
 }
 
 Tensor LraClassifier::forward(const Tensor& tokens, const Tensor& mask) {
+  ::lsf::nn::ModuleScope call_site(*this);
   LSF_CHECK(!options_.dual) << kName << ": the model was built with dual = true (two documents); call "
                             << "forward(tokens, mask, tokens2, mask2)";
   return seq_classifer->forward(model->forward(tokens, mask));
 }
 
 Tensor LraClassifier::forward(const Tensor& tokens, const Tensor& mask, const Tensor& tokens2, const Tensor& mask2) {
+  ::lsf::nn::ModuleScope call_site(*this);
   LSF_CHECK(options_.dual) << kName << ": two documents were passed but the model was built with dual = false";
   check_inputs(options_, tokens, mask, "tokens", "mask");
   check_inputs(options_, tokens2, mask2, "tokens2", "mask2");

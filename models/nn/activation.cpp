@@ -5,13 +5,19 @@ namespace lsf::nn {
 
 GELU::GELU(GeluApproximation approximate) : Layer("GELU"), approximate_(approximate) {}
 
-Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate_); }
+Tensor GELU::forward(const Tensor& x) {
+  ::lsf::nn::ModuleScope call_site(*this);
+  return gelu(x, approximate_);
+}
 
 std::string GELU::extra_repr() const {
   return approximate_ == GeluApproximation::Tanh ? "approximate='tanh'" : "approximate='none'";
 }
 
-Tensor ReLU::forward(const Tensor& x) { return relu(x); }
+Tensor ReLU::forward(const Tensor& x) {
+  ::lsf::nn::ModuleScope call_site(*this);
+  return relu(x);
+}
 
 std::shared_ptr<Layer> make_activation(Activation activation) {
   switch (activation) {

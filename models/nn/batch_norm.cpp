@@ -43,6 +43,7 @@ void BatchNorm2d::reset_parameters() {
 }
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
+  ::lsf::nn::ModuleScope call_site(*this);
   LSF_CHECK(x.defined() && x.dim() == 4 && x.size(1) == num_features_)
       << "BatchNorm2d: expected an input [N, " << num_features_ << ", H, W], got shape "
       << (x.defined() ? x.shape() : Shape{});

@@ -37,7 +37,10 @@ void Conv2d::reset_parameters(Generator* generator) {
   }
 }
 
-Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight, bias, options_); }
+Tensor Conv2d::forward(const Tensor& x) {
+  ::lsf::nn::ModuleScope call_site(*this);
+  return conv2d(x, weight, bias, options_);
+}
 
 std::string Conv2d::extra_repr() const {
   // PyTorch's format: the defaults (padding 0, dilation 1, groups 1, bias) are not shown.

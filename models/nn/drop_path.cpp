@@ -11,7 +11,10 @@ DropPath::DropPath(double p, Generator* generator) : Layer("DropPath"), p_(p), g
   LSF_CHECK(p >= 0.0 && p <= 1.0) << "DropPath: p must be in [0, 1], got " << p;
 }
 
-Tensor DropPath::forward(const Tensor& x) { return drop_path(x, p_, is_training(), generator_); }
+Tensor DropPath::forward(const Tensor& x) {
+  ::lsf::nn::ModuleScope call_site(*this);
+  return drop_path(x, p_, is_training(), generator_);
+}
 
 std::string DropPath::extra_repr() const {
   std::ostringstream os;

@@ -11,7 +11,10 @@ Dropout::Dropout(double p, Generator* generator) : Layer("Dropout"), p_(p), gene
   LSF_CHECK(p >= 0.0 && p <= 1.0) << "Dropout: p must be in [0, 1], got " << p;
 }
 
-Tensor Dropout::forward(const Tensor& x) { return dropout(x, p_, is_training(), generator_); }
+Tensor Dropout::forward(const Tensor& x) {
+  ::lsf::nn::ModuleScope call_site(*this);
+  return dropout(x, p_, is_training(), generator_);
+}
 
 std::string Dropout::extra_repr() const {
   std::ostringstream os;

@@ -33,6 +33,7 @@ void Embedding::reset_parameters(Generator* generator) {
 }
 
 Tensor Embedding::forward(const Tensor& ids) {
+  ::lsf::nn::ModuleScope call_site(*this);
   profiler::PhaseScope phase("embedding");
   return embedding(weight, ids, padding_idx_);
 }

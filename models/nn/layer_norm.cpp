@@ -28,6 +28,7 @@ void LayerNorm::reset_parameters() {
 }
 
 Tensor LayerNorm::forward(const Tensor& x) {
+  ::lsf::nn::ModuleScope call_site(*this);
   profiler::PhaseScope phase("layer_norm");
   return layer_norm(x, normalized_shape_, weight, bias, eps_);
 }

@@ -31,6 +31,7 @@ void Linear::reset_parameters(Generator* generator) {
 }
 
 Tensor Linear::forward(const Tensor& x) {
+  ::lsf::nn::ModuleScope call_site(*this);
   LSF_CHECK(x.defined()) << "Linear: the input is undefined";
   LSF_CHECK(x.dim() >= 1 && x.size(-1) == in_features_)
       << "Linear: input of shape " << x.shape() << " does not end in in_features=" << in_features_

@@ -16,6 +16,7 @@ Mlp::Mlp(int64_t in_features, const MlpOptions& options) : Layer("Mlp") {
 }
 
 Tensor Mlp::forward(const Tensor& x) {
+  ::lsf::nn::ModuleScope call_site(*this);
   profiler::PhaseScope phase("ffn");
   return drop2->forward(fc2->forward(drop1->forward(act->forward(fc1->forward(x)))));
 }

@@ -51,7 +51,22 @@ Tensor Module::register_buffer(const std::string& name, Tensor t, bool persisten
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
   check_new_name(name);
   LSF_CHECK(module != nullptr) << type_name_ << ": submodule '" << name << "' is null";
+  module->parent_ = this;
+  module->name_in_parent_ = name;
   children_.emplace_back(name, std::move(module));
+}
+
+Module::~Module() {
+  // A child may outlive this module (another handle holds it): it must not point back here.
+  for (auto& [name, child] : children_)
+    if (child->parent_ == this) child->parent_ = nullptr;
+}
+
+std::string Module::path() const {
+  std::string p;
+  for (const Module* m = this; m->parent_ != nullptr; m = m->parent_)
+    p = p.empty() ? m->name_in_parent_ : m->name_in_parent_ + "." + p;
+  return p;
 }
 
 void Module::visit(const std::string& prefix, bool params, bool buffers, bool persistent_only,

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "lsformer/engine/anomaly.h"
 #include "lsformer/engine/safetensors.h"
 #include "lsformer/engine/tensor.h"
 
@@ -45,7 +46,7 @@ struct LoadReport {
 class Module {
  public:
   explicit Module(std::string type_name) : type_name_(std::move(type_name)) {}
-  virtual ~Module() = default;
+  virtual ~Module();
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
@@ -74,6 +75,10 @@ class Module {
   // re-initialise every Linear: model.apply([](Module& m) { if (auto* l = dynamic_cast<Linear*>(&m)) ... });
   void apply(const std::function<void(Module&)>& fn);
   int64_t parameter_count() const;
+  // The dotted path from the outermost module that registered this one ("encoder.layers.1.attn",
+  // the prefix of its state_dict keys there); "" for a module no other module registered. A
+  // module registered under several parents reports its latest registration.
+  std::string path() const;
 
   // ---- state ----
   // Copies values into this module's tensors (converting dtype, keeping device). Strict mode
@@ -120,6 +125,23 @@ class Module {
   std::vector<Slot> parameters_;
   std::vector<Slot> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  const Module* parent_ = nullptr;  // who registered this module last (cleared when it dies)
+  std::string name_in_parent_;
+};
+
+// Opened at the top of a module's forward: names the module (its path and type) as the
+// forward call site of the ops inside, for anomaly mode's messages (engine/anomaly.h). Free
+// when anomaly mode is off (one thread-local load).
+class ModuleScope {
+ public:
+  explicit ModuleScope(const Module& module)
+      : scope_([&module] {
+          const std::string p = module.path();
+          return (p.empty() ? std::string("the root module") : p) + " (" + module.type_name() + ")";
+        }) {}
+
+ private:
+  autograd::CallSiteScope scope_;
 };
 
 std::ostream& operator<<(std::ostream& os, const Module& m);

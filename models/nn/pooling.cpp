@@ -28,20 +28,29 @@ std::string describe(const Pool2dOptions& o, bool average) {
 MaxPool2d::MaxPool2d(const Pool2dOptions& options) : Layer("MaxPool2d"), options_(options) {
   check_options("MaxPool2d", options);
 }
-Tensor MaxPool2d::forward(const Tensor& x) { return max_pool2d(x, options_); }
+Tensor MaxPool2d::forward(const Tensor& x) {
+  ::lsf::nn::ModuleScope call_site(*this);
+  return max_pool2d(x, options_);
+}
 std::string MaxPool2d::extra_repr() const { return describe(options_, false); }
 
 AvgPool2d::AvgPool2d(const Pool2dOptions& options) : Layer("AvgPool2d"), options_(options) {
   check_options("AvgPool2d", options);
 }
-Tensor AvgPool2d::forward(const Tensor& x) { return avg_pool2d(x, options_); }
+Tensor AvgPool2d::forward(const Tensor& x) {
+  ::lsf::nn::ModuleScope call_site(*this);
+  return avg_pool2d(x, options_);
+}
 std::string AvgPool2d::extra_repr() const { return describe(options_, true); }
 
 AdaptiveAvgPool2d::AdaptiveAvgPool2d(Int2 output_size) : Layer("AdaptiveAvgPool2d"), output_size_(output_size) {
   LSF_CHECK(output_size.h >= 1 && output_size.w >= 1)
       << "AdaptiveAvgPool2d: output_size must be positive, got " << output_size;
 }
-Tensor AdaptiveAvgPool2d::forward(const Tensor& x) { return adaptive_avg_pool2d(x, output_size_); }
+Tensor AdaptiveAvgPool2d::forward(const Tensor& x) {
+  ::lsf::nn::ModuleScope call_site(*this);
+  return adaptive_avg_pool2d(x, output_size_);
+}
 std::string AdaptiveAvgPool2d::extra_repr() const {
   std::ostringstream os;
   os << "output_size=" << output_size_;

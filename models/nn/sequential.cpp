@@ -16,6 +16,7 @@ void Sequential::append(std::shared_ptr<Layer> layer) {
 }
 
 Tensor Sequential::forward(const Tensor& x) {
+  ::lsf::nn::ModuleScope call_site(*this);
   Tensor y = x;
   for (const auto& layer : layers_) y = layer->forward(y);
   return y;

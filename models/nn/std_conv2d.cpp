@@ -16,7 +16,10 @@ StdConv2d::StdConv2d(int64_t in_channels, int64_t out_channels, Int2 kernel_size
       << in_channels / options.groups * kernel_size.h * kernel_size.w << ")";
 }
 
-Tensor StdConv2d::forward(const Tensor& x) { return conv2d(x, weight_standardize(weight, eps_), bias, options()); }
+Tensor StdConv2d::forward(const Tensor& x) {
+  ::lsf::nn::ModuleScope call_site(*this);
+  return conv2d(x, weight_standardize(weight, eps_), bias, options());
+}
 
 std::string StdConv2d::extra_repr() const {
   std::ostringstream os;

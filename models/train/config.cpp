@@ -10,6 +10,7 @@
 #include "lsformer/models/train/config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -76,6 +77,7 @@ void visit_config(RunConfig& c, FieldVisitor& v) {
   v.field("train.seed", t.seed);
   v.field("train.threads", t.threads);
   v.field("train.non_finite", t.non_finite, kNonFiniteNames);
+  v.field("train.memory_limit", t.memory_limit);
 }
 
 // Writes every field at its dotted key.
@@ -374,6 +376,9 @@ void validate_common(const std::string& source, const RunConfig& c) {
   at_least(source, "train.tensorboard_every", double(t.tensorboard_every), 0);
   at_least(source, "train.threads", double(t.threads), 0);
   LSF_CHECK(t.threads <= 4096) << source << ": 'train.threads' must be ≤ 4096, got " << t.threads;
+  LSF_CHECK(std::isfinite(t.memory_limit) && t.memory_limit >= 0)
+      << source << ": 'train.memory_limit' must be a byte count ≥ 0 (0: the machine's available memory), got "
+      << t.memory_limit;
 }
 
 }  // namespace

@@ -131,6 +131,8 @@ struct LoopConfig {
   uint64_t seed = 1234;           // model initialisation, dropout, batch order
   int64_t threads = 0;            // CPU threads; 0: the default (OMP_NUM_THREADS or all cores)
   NonFiniteAction non_finite = NonFiniteAction::Stop;
+  double memory_limit = 0;        // bytes a run may use (models/train/memory_estimate.h); 0: the
+                                  // machine's MemAvailable. A config estimated above it is refused.
 };
 
 // A copyable handle to a family's sections (deep copies on copy).

@@ -160,6 +160,41 @@ class LmTask final : public Task {
 
   std::shared_ptr<nn::Module> build_model() override { return std::make_shared<lm::TransformerLSModel>(options_); }
 
+  // Parameters from the shapes (lm_model.h: tied token table, per layer Q/K/V/O, FFN, norms and
+  // the long-short projections dconv_1, r_net, r_net_chunk), activations of one training block
+  // (B × M queries, each seeing w window keys plus r per chunk of the block and memory, or
+  // every key with full attention), every layer's memory [B, C, d], and the corpus: its file
+  // size, × 4 when compressed (.zip / .gz / .dz), held twice while the splits are cut.
+  MemoryEstimate estimate_memory(MemoryUse use) const override {
+    const lm::LmModelOptions& o = options_;
+    const double d = double(o.dim), heads = double(o.heads), layers = double(o.layers);
+    const double M = double(o.block_length), C = double(o.memory_length);
+    const bool ls = o.attention == lm::LmAttention::LongShort;
+    const double extra = ls ? d * heads * double(o.rank) + heads * double(o.rank) + 2 * d * d + d : 0;
+    const double span = ls ? double(o.window) + (M + C) / double(o.chunk_length) * double(o.rank) : M + C;
+    const double parameters = double(o.vocab_size) * d + transformer_block_parameters(d, double(o.ffn_dim), layers, extra) + 2 * d;
+    MemoryEstimate e;
+    add_parameter_parts(e, parameters, use, config_);
+    const double streams = double(use == MemoryUse::Train ? config_.train.batch_size : sections_.data.eval_batch_size);
+    if (use == MemoryUse::Train)
+      e.add("activations", transformer_activation_bytes(streams * M, d, double(o.ffn_dim), heads, span, layers));
+    e.add("memory", 4 * layers * streams * C * d);
+    std::string path = sections_.data.path;
+    if (path.empty() && sections_.data.corpus == LmCorpus::Gcide) {
+      try {
+        path = data::find_gcide();
+      } catch (const Error&) {  // load_data says that dict-gcide is missing
+      }
+    }
+    std::error_code ec;
+    if (!path.empty() && fs::is_regular_file(path, ec)) {
+      const std::string ext = fs::path(path).extension().string();
+      const bool compressed = ext == ".zip" || ext == ".gz" || ext == ".dz";
+      e.add("corpus", 2.0 * double(fs::file_size(path, ec)) * (compressed ? 4 : 1));
+    }
+    return e;
+  }
+
   TrainStep train_step(nn::Module& module, int64_t step) override {
     LSF_CHECK(train_batches_ != nullptr) << "internal: the char-LM task trains without its training split loaded";
     lm::TransformerLSModel& model = lm_model(module);

@@ -434,6 +434,58 @@ class LraTask final : public Task {
             .example = example.str()};
   }
 
+  // Parameters counted from the model's shapes (lra_model.h), activations of one training batch
+  // at the longest length the data can have, and the dataset: generated ListOps rows (source
+  // text ≈ 3 bytes and an int32 id per token, at the mean of the length bounds), or the split
+  // files' sizes × 5 (each byte may become a 4-byte id). Folders (IMDb, Pathfinder) count 0.
+  MemoryEstimate estimate_memory(MemoryUse use) const override {
+    const LraSections& s = lra_sections(config_);
+    const lra::LraModelOptions& m = s.model;
+    const double d = double(m.dim), heads = double(m.heads), classes = m.num_classes > 0 ? double(m.num_classes) : 10.0;
+    const bool dual = config_.task == "retrieval";
+    double extra = 0, span = 0;
+    const double n_max = double(m.max_seq_len);
+    double n = s.data.seq_len > 0 ? double(s.data.seq_len) : n_max;
+    if (s.data.seq_len == 0 && s.data.generate.enabled) n = std::min(n_max, double(s.data.generate.max_length) + 1);
+    if (s.data.seq_len == 0 && (config_.task == "text" || config_.task == "retrieval"))
+      n = std::min(n_max, double(s.data.max_length) + 1);
+    switch (m.attention) {
+      case lra::AttentionKind::LongShort:
+        extra = 4 * d + d * heads * double(m.rank) + heads * double(m.rank);
+        span = 2 * double(m.window) + 2 * double(m.rank);
+        break;
+      case lra::AttentionKind::Linformer:
+        extra = 2 * n_max * double(m.linformer_k);
+        span = double(m.linformer_k);
+        n = n_max;
+        break;
+      case lra::AttentionKind::Full: span = n; break;
+    }
+    const double head_in = dual ? 4 * d : d;
+    const double parameters = (double(m.vocab_size) + n_max) * d +
+                              transformer_block_parameters(d, double(m.ffn_dim), double(m.layers), extra) + 2 * d +
+                              head_in * double(m.head_hidden) + double(m.head_hidden) + double(m.head_hidden) * classes + classes;
+    MemoryEstimate e;
+    add_parameter_parts(e, parameters, use, config_);
+    const double batch = double(use == MemoryUse::Train ? config_.train.batch_size : 1) * (dual ? 2 : 1);
+    if (use == MemoryUse::Train)
+      e.add("activations", transformer_activation_bytes(batch * n, d, double(m.ffn_dim), heads, span, double(m.layers)));
+    const GenerateConfig& g = s.data.generate;
+    if (g.enabled) {
+      const double rows = double(g.train) + double(g.dev) + double(g.test);
+      e.add("generated dataset", rows * (7.0 * 0.5 * (double(g.min_length) + double(g.max_length)) + 150.0));
+    } else {
+      const SplitPaths p = data_files(config_.task, s.data);
+      double bytes = 0;
+      for (const std::string& f : {p.train, p.dev, p.test}) {
+        std::error_code ec;
+        if (!f.empty() && fs::is_regular_file(f, ec)) bytes += double(fs::file_size(f, ec));
+      }
+      e.add("dataset", 5 * bytes);
+    }
+    return e;
+  }
+
   std::string describe(const EvalResult& r) const override {
     std::ostringstream os;
     os << "accuracy " << percent(r.metric("accuracy")) << " (" << int64_t(r.metric("correct")) << "/"

@@ -2,6 +2,8 @@
 // run_directory.h).
 #include "lsformer/models/train/run_directory.h"
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <vector>
 
@@ -39,7 +41,7 @@ std::string config_differences(const RunConfig& a, const RunConfig& b) {
   json fa = json::parse(to_json(a)).flatten(), fb = json::parse(to_json(b)).flatten();
   std::string diff;
   for (const auto& [k, v] : fa.items()) {
-    if (k == "/train/threads" || k == "/train/non_finite" || fb.value(k, json()) == v) continue;
+    if (k == "/train/threads" || k == "/train/non_finite" || k == "/train/memory_limit" || fb.value(k, json()) == v) continue;
     std::string key = k.substr(1);
     for (char& ch : key) ch = ch == '/' ? '.' : ch;
     diff += (diff.empty() ? "" : ", ") + key + " " + v.dump() + " → " + fb.value(k, json()).dump();
@@ -51,6 +53,21 @@ std::string config_differences(const RunConfig& a, const RunConfig& b) {
     diff += (diff.empty() ? "" : ", ") + key + " (absent) → " + v.dump();
   }
   return diff;
+}
+
+// The temporaries of atomic writes (".<name>.tmp.<pid>", engine/safetensors.h) that a process
+// killed mid-write left in the run directory: only a process writing this run made them, and
+// the run is now ours, so they are removed (their targets were never replaced by them).
+static void remove_stale_temporaries(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const size_t at = name.rfind(".tmp.");
+    if (name.empty() || name[0] != '.' || at == std::string::npos || at + 5 >= name.size()) continue;
+    if (name.find_first_not_of("0123456789", at + 5) != std::string::npos) continue;
+    if (!fs::is_regular_file(entry.symlink_status(ec))) continue;  // the writer makes regular files only
+    fs::remove(entry.path(), ec);
+  }
 }
 
 RunPaths open_run_directory(const RunConfig& config, const std::string& dir, bool resume) {
@@ -67,6 +84,7 @@ RunPaths open_run_directory(const RunConfig& config, const std::string& dir, boo
   validate_data_paths(config);  // before the run directory exists
   const std::string text = to_json(config);  // too: a failure must not leave an empty directory
   fs::create_directories(dir);
+  remove_stale_temporaries(dir);
   write_file_atomically(paths.config, text);
   return paths;
 }
@@ -91,14 +109,19 @@ MetricsLog::MetricsLog(const std::string& path, bool resume, int64_t resumed_ste
   std::string text;
   for (const auto& line : kept) text += line + "\n";
   write_file_atomically(path, text);
+  errno = 0;
   out_.open(path, std::ios::app);
-  LSF_CHECK(out_) << "cannot write '" << path << "'";
+  LSF_CHECK(out_) << "cannot open '" << path << "' for appending: " << (errno ? std::strerror(errno) : "unknown error");
 }
 
 void MetricsLog::write_line(const std::string& line) {
+  // One write() per line (flushed at once): a kill cannot leave half a line behind in practice,
+  // and a resume drops a torn last line anyway. A failure (disk full, I/O error) ends the run
+  // with its reason; the checkpoints written so far are intact.
+  errno = 0;
   out_ << line << "\n";
   out_.flush();
-  LSF_CHECK(out_) << "cannot write '" << path_ << "'";
+  LSF_CHECK(out_) << "cannot write '" << path_ << "': " << (errno ? std::strerror(errno) : "unknown error");
 }
 
 void MetricsLog::write_train(int64_t step, double loss, const std::vector<Metric>& metrics, double lr, const std::string& unit,

@@ -36,9 +36,9 @@ struct RunPaths {
 // checked before anything is created; then the directory is made and config.json written.
 RunPaths open_run_directory(const RunConfig& config, const std::string& dir, bool resume);
 
-// The keys whose values differ between two configs, as "key old → new, ..." (train.threads and
-// train.non_finite are ignored: they may change on resume, neither changes a run's values
-// unless a fault occurs). Empty when they agree.
+// The keys whose values differ between two configs, as "key old → new, ..." (train.threads,
+// train.non_finite and train.memory_limit are ignored: they may change on resume, none changes
+// a run's values unless a fault occurs). Empty when they agree.
 std::string config_differences(const RunConfig& a, const RunConfig& b);
 
 // metrics.jsonl: fresh for a new run; on resume, the entries after the resumed step are dropped

@@ -63,6 +63,8 @@ void Task::restore_state(const NamedTensors& tensors) {
                              << tensors.front().first << "'";
 }
 
+MemoryEstimate Task::estimate_memory(MemoryUse) const { return {}; }
+
 void register_task_family(TaskFamily family) {
   LSF_CHECK(!family.tasks.empty()) << "register_task_family: family '" << family.name << "' serves no task";
   LSF_CHECK(family.default_sections && family.validate && family.check_data_paths && family.make)

@@ -35,6 +35,7 @@
 #include "lsformer/engine/tensor.h"
 #include "lsformer/models/nn/module.h"
 #include "lsformer/models/train/config.h"
+#include "lsformer/models/train/memory_estimate.h"
 
 namespace lsf::train {
 
@@ -183,6 +184,11 @@ class Task {
   // the ranks' rows in rank order for the checkpoint and gives restore_state() this rank's rows.
   virtual NamedTensors state() const { return {}; }
   virtual void restore_state(const NamedTensors& tensors);
+
+  // The memory this config needs (models/train/memory_estimate.h), from the config alone: called
+  // before load_data and build_model, so that a config that cannot fit is refused before
+  // anything large is allocated or generated. Default: no estimate (nothing is refused).
+  virtual MemoryEstimate estimate_memory(MemoryUse use) const;
 };
 
 // ---- the registry ----

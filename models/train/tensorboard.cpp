@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -54,10 +55,14 @@ struct EventWriter::Impl {
   std::string path;
   std::ofstream out;
 
+  // Why the last stream operation failed (errno is cleared before each).
+  static const char* reason() { return errno ? std::strerror(errno) : "unknown error"; }
+
   void write_record(const std::string& data) {
     const std::string length = le64(data.size());
+    errno = 0;
     out << length << le32(mask_crc32c(crc32c(length))) << data << le32(mask_crc32c(crc32c(data)));
-    LSF_CHECK(out) << "cannot write TensorBoard event file '" << path << "'";
+    LSF_CHECK(out) << "cannot write TensorBoard event file '" << path << "': " << reason();
   }
   void write_event(const tb::Event& event) {
     std::string data;
@@ -83,8 +88,9 @@ EventWriter::EventWriter(const std::string& dir) : impl_(std::make_unique<Impl>(
   LSF_CHECK(!ec) << "cannot create TensorBoard directory '" << dir << "': " << ec.message();
   const double now = unix_seconds();
   impl_->path = (fs::path(dir) / ("events.out.tfevents." + std::to_string(int64_t(now)) + "." + host_name())).string();
+  errno = 0;
   impl_->out.open(impl_->path, std::ios::binary | std::ios::trunc);
-  LSF_CHECK(impl_->out) << "cannot write TensorBoard event file '" << impl_->path << "'";
+  LSF_CHECK(impl_->out) << "cannot create TensorBoard event file '" << impl_->path << "': " << Impl::reason();
   tb::Event version;
   version.set_wall_time(now);
   version.set_file_version("brain.Event:2");
@@ -143,8 +149,9 @@ void EventWriter::add_histogram(const std::string& tag, std::span<const float> v
 }
 
 void EventWriter::flush() {
+  errno = 0;
   impl_->out.flush();
-  LSF_CHECK(impl_->out) << "cannot write TensorBoard event file '" << impl_->path << "'";
+  LSF_CHECK(impl_->out) << "cannot write TensorBoard event file '" << impl_->path << "': " << Impl::reason();
 }
 
 std::vector<std::string> read_tfrecords(const std::string& path) {

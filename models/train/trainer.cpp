@@ -15,11 +15,13 @@
 #include <iomanip>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <type_traits>
 
 #include <nlohmann/json.hpp>
 
+#include "lsformer/engine/anomaly.h"
 #include "lsformer/engine/autograd.h"
 #include "lsformer/engine/parallel.h"
 #include "lsformer/engine/profiler.h"
@@ -212,13 +214,16 @@ struct Run {
 };
 
 Run start_run(const RunConfig& config, const TrainOptions& options, ProgressLine& progress, DataParallel& dp) {
+  // A config that cannot fit is refused before the run directory is made or data generated.
+  std::unique_ptr<Task> task = make_task(config);
+  check_memory_fits(task->estimate_memory(MemoryUse::Train), config, "");
   // Data parallelism: rank 0 resolves and writes the run directory; the others use its path.
   const std::string dir = dp.active() ? dp.broadcast_string(options.out_dir) : options.out_dir;
   Run run{config, dp.is_root() ? open_run_directory(config, dir, options.resume) : RunPaths(dir)};
   run.dp = &dp;
   if (config.train.threads > 0) set_num_threads(int(config.train.threads));
   dp.apply_default_threads(config);
-  run.task = make_task(config);
+  run.task = std::move(task);
   try {
     run.task->set_data_shard(dp.shard());
   } catch (const Error& e) {
@@ -543,6 +548,7 @@ EvalResult evaluate_checkpoint(const std::string& path, const std::string& split
   if (threads > 0) config.train.threads = threads;
   if (config.train.threads > 0) set_num_threads(int(config.train.threads));
   std::unique_ptr<Task> task = make_task(config);
+  check_memory_fits(task->estimate_memory(MemoryUse::Eval), config, "evaluating '" + path + "'");
   task->load_data({split});
   return evaluate_file(*task, config, path, split, overrides.empty() ? "lsf eval" : "lsf eval with --set");
 }
@@ -554,6 +560,7 @@ ConfusionMatrix checkpoint_confusion_matrix(const std::string& path, const std::
   if (config.train.threads > 0) set_num_threads(int(config.train.threads));
   std::unique_ptr<Task> task = make_task(config);
   if (!task->has_confusion_matrix()) return {};
+  check_memory_fits(task->estimate_memory(MemoryUse::Eval), config, "the confusion matrix of '" + path + "'");
   task->load_data({split});
   auto model = task->build_model();
   load_weights("the confusion matrix", path, config, *model);
@@ -599,7 +606,14 @@ TrainSummary train(const RunConfig& config, const TrainOptions& options) {
   const int64_t end_step = options.stop_after > 0 ? std::min(options.stop_after, config.train.steps) : config.train.steps;
   {
     const StopSignals signals(options.handle_signals);
-    run_loop(run, end_step, metrics.get(), progress, started, summary, options.profile, log);
+    std::optional<autograd::AnomalyMode> anomaly;  // --detect-anomaly: NaN / Inf named by op and module
+    if (options.detect_anomaly) anomaly.emplace();
+    try {
+      run_loop(run, end_step, metrics.get(), progress, started, summary, options.profile, log);
+    } catch (const Error& e) {
+      if (!options.detect_anomaly || std::string(e.what()).rfind("anomaly:", 0) != 0) throw;
+      throw Error("step " + std::to_string(run.step + 1) + ": " + e.what());
+    }
   }
   summary.steps = run.step;
   summary.best_step = run.best.step;

@@ -54,6 +54,10 @@ struct TrainOptions {
   // dist::init_world(); null: one process. Every rank calls train() with the same config.
   std::shared_ptr<dist::ProcessGroup> world;
   int64_t bucket_bytes = int64_t(25) << 20;  // the gradient all-reduce's bucket size (data parallelism)
+  bool detect_anomaly = false;       // anomaly mode (engine/anomaly.h) during the training steps: the
+                                     // first op whose forward output holds a NaN or whose backward
+                                     // returns a NaN / Inf gradient ends the run, named with its module
+                                     // path and the step (lsf train --detect-anomaly); several times slower
   bool handle_signals = false;       // SIGINT / SIGTERM during the loop finish the current step, save
                                      // last.safetensors, print how to resume and return with stop_signal
                                      // set (lsf train); during loading and the final evaluation they act

@@ -437,6 +437,34 @@ class VisionTask final : public Task {
     return *c;
   }
 
+  // The built-in datasets as decoded bytes at their own size (an image folder decodes lazily:
+  // 0), one batch of images at data.image_size in float32 (the pipeline's output and the
+  // model's copy), and the model's parameters, counted by building it without initialisation
+  // (the presets bound its size) once the input batch is known to fit. Activations inside the
+  // model are not estimated for this family.
+  MemoryEstimate estimate_memory(MemoryUse use) const override {
+    const SourceFacts facts = source_facts(s_.data.source);
+    const double size = double(s_.data.image_size ? s_.data.image_size : facts.image_size);
+    const double channels = double(s_.model.in_channels ? s_.model.in_channels : s_.data.channels ? s_.data.channels : facts.channels);
+    const double examples = s_.data.source == ImageSource::Folder ? 0
+                            : s_.data.source == ImageSource::Cifar10 || s_.data.source == ImageSource::Cifar100 ? 60000
+                                                                                                               : 70000;
+    MemoryEstimate e;
+    e.add("dataset", examples * double(facts.channels) * double(facts.image_size) * double(facts.image_size));
+    const double batch = double(use == MemoryUse::Train ? config_.train.batch_size : loader_options(false).batch_size);
+    e.add("image batches", 2 * 4 * batch * channels * size * size);
+    check_memory_fits(e, config_, "");  // before a model sized by the images is built
+    if (!needs_data_for_spec()) {
+      nn::init::SkipRandomInit skip;  // counting only
+      const double parameters = double(make_model(image_spec(config_, nullptr))->parameter_count());
+      MemoryEstimate with_model;
+      add_parameter_parts(with_model, parameters, use, config_);
+      for (const auto& part : e.parts) with_model.add(part.first, part.second);
+      return with_model;
+    }
+    return e;
+  }
+
   // A folder's classes are known only from its class folders.
   bool needs_data_for_spec() const { return s_.model.num_classes == 0 && s_.data.source == ImageSource::Folder; }
 

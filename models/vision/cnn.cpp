@@ -51,6 +51,7 @@ std::string CnnClassifier::extra_repr() const {
 }
 
 Tensor CnnClassifier::forward(const Tensor& images) {
+  ::lsf::nn::ModuleScope call_site(*this);
   check_images("CNN", images, spec());
   return classifier->forward(dropout->forward(global_avg_pool2d(features->forward(images))));
 }

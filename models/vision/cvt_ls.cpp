@@ -43,7 +43,10 @@ ConvEmbed::ConvEmbed(int64_t in_channels, const CvTLSStageConfig& s) : Module("C
   norm = register_module("norm", std::make_shared<nn::LayerNorm>(s.dim, kLnEps));
 }
 
-Tensor ConvEmbed::forward(const Tensor& x) { return norm->forward(proj->forward(x).flatten(2).transpose(1, 2)); }
+Tensor ConvEmbed::forward(const Tensor& x) {
+  ::lsf::nn::ModuleScope call_site(*this);
+  return norm->forward(proj->forward(x).flatten(2).transpose(1, 2));
+}
 
 CvTLSBlock::CvTLSBlock(const CvTLSStageConfig& s, const CvTLSOptions& o, double rate) : Module("Block") {
   norm1 = register_module("norm1", std::make_shared<nn::LayerNorm>(s.dim, kLnEps));
@@ -69,6 +72,7 @@ CvTLSBlock::CvTLSBlock(const CvTLSStageConfig& s, const CvTLSOptions& o, double 
 }
 
 Tensor CvTLSBlock::forward(const Tensor& x, int64_t map_side, int64_t g) {
+  ::lsf::nn::ModuleScope call_site(*this);
   nn::AttentionArgs args;
   args.height = args.width = map_side;
   args.num_global = g;
@@ -90,6 +94,7 @@ CvTLSStage::CvTLSStage(int64_t in_channels, const CvTLSStageConfig& s, int64_t m
 }
 
 Tensor CvTLSStage::forward(const Tensor& x) {
+  ::lsf::nn::ModuleScope call_site(*this);
   Tensor tokens = patch_embed->forward(x);  // [B, nx², d]
   LSF_CHECK(tokens.size(1) == map_side_ * map_side_)
       << "CvT-LS: the token embedding gave " << tokens.size(1) << " tokens, the model was built for a " << map_side_
@@ -145,6 +150,7 @@ std::string CvTLSClassifier::extra_repr() const {
 }
 
 Tensor CvTLSClassifier::forward(const Tensor& images) {
+  ::lsf::nn::ModuleScope call_site(*this);
   check_images("CvT-LS", images, spec());
   const int64_t B = images.size(0);
   Tensor x = images, tokens;

@@ -26,7 +26,10 @@ ConvProjection::ConvProjection(int64_t channels, int64_t kernel, int64_t stride)
   bn = register_module("bn", std::make_shared<nn::BatchNorm2d>(channels));
 }
 
-Tensor ConvProjection::forward(const Tensor& map) { return tokens_of(bn->forward(conv->forward(map))); }
+Tensor ConvProjection::forward(const Tensor& map) {
+  ::lsf::nn::ModuleScope call_site(*this);
+  return tokens_of(bn->forward(conv->forward(map)));
+}
 
 DynamicProjectionConv::DynamicProjectionConv(int64_t channels, int64_t outputs, int64_t kernel, int64_t stride,
                                              bool batch_norm)
@@ -42,6 +45,7 @@ DynamicProjectionConv::DynamicProjectionConv(int64_t channels, int64_t outputs, 
 }
 
 Tensor DynamicProjectionConv::forward(const Tensor& map) {
+  ::lsf::nn::ModuleScope call_site(*this);
   Tensor y = depthwise->forward(map);
   if (bn) y = bn->forward(y);
   return tokens_of(pointwise->forward(y));
@@ -88,6 +92,7 @@ std::string CvTLSAttention::extra_repr() const {
 }
 
 Tensor CvTLSAttention::forward(const Tensor& x, const nn::AttentionArgs& args) {
+  ::lsf::nn::ModuleScope call_site(*this);
   profiler::PhaseScope phase("attention");
   const int64_t nx = args.height, g = args.num_global;
   LSF_CHECK(x.defined() && x.dim() == 3 && x.size(2) == options_.dim && args.height == args.width &&

@@ -52,6 +52,7 @@ ViLPatchEmbed::ViLPatchEmbed(int64_t in_channels, const ViLStageConfig& s, int64
 }
 
 Tensor ViLPatchEmbed::forward(const Tensor& x) {
+  ::lsf::nn::ModuleScope call_site(*this);
   Tensor maps = proj->forward(x);  // [B, d, nx, nx]
   const int64_t B = maps.size(0), nx = map_side_, N = nx * nx, g = global_tokens_;
   LSF_CHECK(maps.size(2) == nx && maps.size(3) == nx)
@@ -102,6 +103,7 @@ ViLAttnBlock::ViLAttnBlock(const ViLStageConfig& s, int64_t map_side, const ViLO
 }
 
 Tensor ViLAttnBlock::forward(const Tensor& x, int64_t map_side) {
+  ::lsf::nn::ModuleScope call_site(*this);
   nn::AttentionArgs args;
   args.height = args.width = map_side;
   args.num_global = global_tokens_;
@@ -118,7 +120,10 @@ ViLMlpBlock::ViLMlpBlock(int64_t dim, const ViLOptions& o, double rate) : Module
   drop_path = register_module("drop_path", std::make_shared<nn::DropPath>(rate));
 }
 
-Tensor ViLMlpBlock::forward(const Tensor& x) { return add(x, drop_path->forward(mlp->forward(norm->forward(x)))); }
+Tensor ViLMlpBlock::forward(const Tensor& x) {
+  ::lsf::nn::ModuleScope call_site(*this);
+  return add(x, drop_path->forward(mlp->forward(norm->forward(x))));
+}
 
 // ---- stage --------------------------------------------------------------------------------------------
 
@@ -135,6 +140,7 @@ ViLStage::ViLStage(int64_t in_channels, const ViLStageConfig& s, int64_t map_sid
 }
 
 Tensor ViLStage::forward(const Tensor& x) {
+  ::lsf::nn::ModuleScope call_site(*this);
   Tensor tokens = patch_embed->forward(x);
   for (size_t b = 0; b < attn_blocks.size(); ++b) {
     tokens = attn_blocks[b]->forward(tokens, map_side_);
@@ -201,6 +207,7 @@ std::string ViLClassifier::extra_repr() const {
 }
 
 Tensor ViLClassifier::forward(const Tensor& images) {
+  ::lsf::nn::ModuleScope call_site(*this);
   check_images("ViL", images, spec());
   const int64_t B = images.size(0);
   Tensor x = images, tokens;

@@ -89,6 +89,7 @@ Tensor ViLFullAttention::position_bias(const Tensor& like) const {
 }
 
 Tensor ViLFullAttention::forward(const Tensor& x, const nn::AttentionArgs& args) {
+  ::lsf::nn::ModuleScope call_site(*this);
   profiler::PhaseScope phase("attention");
   const auto& o = options_;
   LSF_CHECK(x.defined()) << kOp << ": the input is undefined";

@@ -1,0 +1,123 @@
+// The memory estimate (models/train/memory_estimate.h, issue #15): configs that cannot fit —
+// 1e6 layers, 1e12 generated examples, a huge rank or image size, also in a checkpoint's stored
+// config for `lsf eval` — are refused at once with the estimate broken down, before a run
+// directory is made or anything large allocated; and the estimate of the quickstart is within
+// 2× of the memory its training steps really take (peak RSS over the RSS before the run).
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "helpers.h"
+#include "run_helpers.h"
+#include "lsformer/models/train/config.h"
+#include "lsformer/models/train/memory_estimate.h"
+#include "lsformer/models/train/task.h"
+#include "lsformer/models/train/trainer.h"
+
+namespace fs = std::filesystem;
+using namespace lsf;
+using Catch::Contains;
+
+namespace {
+
+const std::string kConfigDir = std::string(LSF_FIXTURE_DIR) + "/../../configs";
+
+fs::path fresh_dir(const std::string& name) { return testing::fresh_dir("memory_estimate", name); }
+
+// Trains `config` with overrides into a fresh directory; returns the error, or "" if none.
+std::string refusal(const std::string& config, const std::vector<std::string>& overrides, double* seconds) {
+  const fs::path dir = fresh_dir("refused");
+  std::ostringstream log;
+  const auto start = std::chrono::steady_clock::now();
+  std::string error;
+  try {
+    testing::run_training(train::load_config(kConfigDir + "/" + config, overrides), dir, log, false, /*stop_after=*/1);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK_FALSE(fs::exists(dir));  // refused before the run directory was made
+  return error;
+}
+
+// "VmRSS:" / "VmHWM:" of this process in bytes.
+double status_bytes(const std::string& key) {
+  std::ifstream in("/proc/self/status");
+  for (std::string k; in >> k;) {
+    double kib = 0;
+    if (k == key && in >> kib) return kib * 1024;
+  }
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("absurd sizes are refused at once with the estimate broken down", "[memory]") {
+  struct Case {
+    std::string config;
+    std::string override;
+    std::string part;  // the part of the estimate the size lands in
+  };
+  const std::vector<Case> cases = {
+      {"quickstart.json", "model.layers=1000000", "parameters"},
+      {"quickstart.json", "model.dim=100000000", "optimizer state"},
+      {"quickstart.json", "model.rank=1000000000000", "activations"},
+      {"quickstart.json", "data.generate.train=1000000000000", "generated dataset"},
+      {"quickstart.json", "data.generate.max_length=100000000", "generated dataset"},
+      {"lm/quick.json", "model.layers=1000000", "activations"},
+      {"lm/quick.json", "model.memory_length=1000000000000", "memory"},
+      {"vision/quick.json", "data.image_size=1000000", "image batches"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.config << " --set " << c.override);
+    double seconds = 0;
+    const std::string error = refusal(c.config, {c.override}, &seconds);
+    CHECK_THAT(error, Contains("not enough memory: the config needs an estimated") && Contains(c.part) &&
+                          Contains("this machine has available (MemAvailable)"));
+    CHECK(seconds < 2.0);  // an estimate, not an attempt
+  }
+}
+
+TEST_CASE("train.memory_limit replaces MemAvailable", "[memory]") {
+  double seconds = 0;
+  CHECK_THAT(refusal("quickstart.json", {"train.memory_limit=1000000"}, &seconds),
+             Contains("more than the 976.6 KiB of 'train.memory_limit'") && Contains("parameters 345.7 KiB"));
+  CHECK_THROWS_WITH(train::load_config(kConfigDir + "/quickstart.json", {"train.memory_limit=-1"}),
+                    Contains("'train.memory_limit' must be a byte count ≥ 0"));
+}
+
+TEST_CASE("lsf eval refuses a checkpoint whose stored config cannot fit", "[memory]") {
+  const fs::path dir = fresh_dir("eval");
+  std::ostringstream log;
+  const std::vector<std::string> tiny = {"train.steps=2", "schedule.warmup_steps=1", "schedule.name=constant",
+                                         "data.generate.train=64", "data.generate.dev=8", "data.generate.test=8"};
+  testing::run_training(train::load_config(kConfigDir + "/quickstart.json", tiny), dir, log);
+  const std::string last = (dir / "last.safetensors").string();
+  SafetensorsContents c = load_safetensors(last);
+  nlohmann::json config = nlohmann::json::parse(c.metadata.at("lsformer.config"));
+  config["model"]["layers"] = 1000000;
+  c.metadata["lsformer.config"] = config.dump();
+  save_safetensors(last, NamedTensors(c.tensors.begin(), c.tensors.end()), c.metadata);
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(train::evaluate_checkpoint(last, "test"),
+                    Contains("not enough memory for evaluating '" + last + "': the config needs an estimated") &&
+                        Contains("parameters 129.5 GiB"));
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 2.0);
+}
+
+TEST_CASE("the quickstart's estimate is within 2x of its measured peak", "[memory]") {
+  const train::RunConfig config = train::load_config(kConfigDir + "/quickstart.json", {"train.eval_every=0"});
+  const double estimate = train::make_task(config)->estimate_memory(train::MemoryUse::Train).total();
+  // The peak (VmHWM) restarts from the current RSS; what the run adds above it is its memory.
+  { std::ofstream("/proc/self/clear_refs") << "5"; }
+  const double before = status_bytes("VmRSS:");
+  std::ostringstream log;
+  testing::run_training(config, fresh_dir("peak"), log, false, /*stop_after=*/20);
+  const double peak = status_bytes("VmHWM:") - before;
+  const double ratio = estimate / peak;
+  WARN("quickstart: estimate " << train::format_bytes(estimate) << ", measured " << train::format_bytes(peak)
+                               << " above the RSS before the run: ratio " << ratio);
+  CHECK(ratio > 0.5);
+  CHECK(ratio < 2.0);
+}
