@@ -17,6 +17,7 @@ packages=(build-essential cmake ninja-build pkg-config
           libprotobuf-dev protobuf-compiler  # TensorBoard event files (models/train/tensorboard_event.proto)
           libcairo2-dev            # PNG charts: lsf plot --out curves.png (models/train/svg_png.cpp)
           libopenmpi-dev openmpi-bin  # data-parallel training: MPI and mpirun (engine/mpi_process_group.cpp)
+          clang libclang-rt-dev libomp-dev  # the parsers' libFuzzer harnesses (tests/fuzz/, scripts/fuzz.sh)
           catch2 nlohmann-json3-dev)
 # python3-pil: the Pillow reference of tests/fixtures/gen_image_ops.py.
 if [[ "${1:-}" == "--bench" ]]; then packages+=(python3 python3-torch python3-pil); fi
