@@ -1,14 +1,20 @@
 // Test helpers for files and training runs: scratch run directories, whole files as strings,
-// hand-made safetensors bytes, and a train::train call that keeps the log in a string stream.
+// hand-made safetensors bytes, a train::train call that keeps the log in a string stream, the
+// `lsf` tool started as a child process, and this process's resident memory.
 #pragma once
 
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
+#include "lsformer/models/train/memory_usage.h"
 #include "lsformer/models/train/trainer.h"
 
 namespace lsf::testing {
@@ -54,6 +60,40 @@ inline train::TrainSummary run_training(const train::RunConfig& config, const st
   options.progress = 0;
   options.stop_after = stop_after;
   return train::train(config, options);
+}
+
+// Starts `tool args...` (fork + exec) with stdout and stderr both to `output`, on one passive
+// OpenMP thread so that several children share the cores; returns its pid (wait for it).
+inline pid_t spawn_tool(const std::string& tool, const std::vector<std::string>& args,
+                        const std::filesystem::path& output) {
+  // Flush first, or the child's freopen would write this process's buffered output a second time.
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed starting " + tool);
+  if (pid == 0) {
+    FILE* out = std::freopen(output.c_str(), "w", stdout);
+    if (out == nullptr || dup2(fileno(stdout), STDERR_FILENO) < 0) _exit(127);
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(tool.c_str()));
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    setenv("OMP_NUM_THREADS", "1", 1);
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    execv(tool.c_str(), argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// This process's resident set now and its peak so far, in bytes (0 where /proc is unreadable).
+inline double rss_bytes() {
+  int64_t current = 0, peak = 0;
+  return train::process_rss(&current, &peak) ? double(current) : 0.0;
+}
+inline double rss_peak_bytes() {
+  int64_t current = 0, peak = 0;
+  return train::process_rss(&current, &peak) ? double(peak) : 0.0;
 }
 
 }  // namespace lsf::testing

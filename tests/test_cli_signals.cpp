@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "helpers.h"
+#include "run_helpers.h"
 
 namespace fs = std::filesystem;
 using namespace lsf;
@@ -51,23 +52,8 @@ int64_t last_logged_step(const fs::path& metrics) {
   return step;
 }
 
-// Starts `lsf args...` with stdout and stderr to `output`; returns its pid.
 pid_t spawn(const std::vector<std::string>& args, const fs::path& output) {
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    FILE* out = std::freopen(output.c_str(), "w", stdout);
-    if (out == nullptr || dup2(fileno(stdout), STDERR_FILENO) < 0) _exit(127);
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(LSF_TOOL_PATH));
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    setenv("OMP_NUM_THREADS", "1", 1);
-    setenv("OMP_WAIT_POLICY", "passive", 1);
-    execv(LSF_TOOL_PATH, argv.data());
-    _exit(127);
-  }
-  return pid;
+  return lsf::testing::spawn_tool(LSF_TOOL_PATH, args, output);
 }
 
 // Waits until the run has logged a step beyond `after`, then sends `signal`; returns the exit

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "helpers.h"
+#include "run_helpers.h"
 
 namespace fs = std::filesystem;
 using namespace lsf;
@@ -43,21 +44,7 @@ const char* kConfig = R"({
 using Clock = std::chrono::steady_clock;
 
 pid_t spawn(const std::vector<std::string>& args, const fs::path& output) {
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    FILE* out = std::freopen(output.c_str(), "w", stdout);
-    if (out == nullptr || dup2(fileno(stdout), STDERR_FILENO) < 0) _exit(127);
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(LSF_TOOL_PATH));
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    setenv("OMP_NUM_THREADS", "1", 1);
-    setenv("OMP_WAIT_POLICY", "passive", 1);
-    execv(LSF_TOOL_PATH, argv.data());
-    _exit(127);
-  }
-  return pid;
+  return lsf::testing::spawn_tool(LSF_TOOL_PATH, args, output);
 }
 
 // Waits for `pid` up to `limit`; the exit code, or −1 if it still runs.
@@ -160,7 +147,13 @@ TEST_CASE("lsf train survives SIGKILL at random moments and resumes bit-identica
       continue;
     }
     kill(pid, SIGKILL);
-    REQUIRE(wait_for(pid, std::chrono::seconds(10)) == 200 + SIGKILL);
+    const int killed_rc = wait_for(pid, std::chrono::seconds(10));
+    if (killed_rc == 0) {  // it finished between the last poll and the kill (a loaded machine): as above
+      ++finished_early;
+      best_step_seen = kSteps;
+      continue;
+    }
+    REQUIRE(killed_rc == 200 + SIGKILL);
     ++kills;
     ++episode_kills;
     // The checkpoint: present once it ever was, loadable, never behind the last one seen.

@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "helpers.h"
+#include "run_helpers.h"
 
 #define LLVMFuzzerTestOneInput fuzz_safetensors_one
 #include "fuzz/fuzz_safetensors.cpp"
@@ -47,16 +48,6 @@ int run_corpus(const std::string& harness, int (*one)(const uint8_t*, size_t)) {
   return files;
 }
 
-// "VmRSS:" / "VmHWM:" of this process in bytes.
-double status_bytes(const std::string& key) {
-  std::ifstream in("/proc/self/status");
-  for (std::string k; in >> k;) {
-    double kib = 0;
-    if (k == key && in >> kib) return kib * 1024;
-  }
-  return 0;
-}
-
 }  // namespace
 
 TEST_CASE("the fuzz corpora (seeds and crash regressions) parse or fail with lsf::Error", "[fuzz][reliability]") {
@@ -76,9 +67,9 @@ TEST_CASE("IDX headers that declare more than the file holds are errors, not all
   const std::string big = std::string("\0\0\x08\x01\xe1\0\0\x03\x01\x02\x09", 11);
   std::ofstream(dir / "big.idx", std::ios::binary) << big;
   { std::ofstream("/proc/self/clear_refs") << "5"; }  // VmHWM restarts from the current RSS
-  const double before = status_bytes("VmRSS:");
+  const double before = lsf::testing::rss_bytes();
   CHECK_THROWS_WITH(lsf::data::read_idx_u8((dir / "big.idx").string(), 1), Catch::Contains("is truncated"));
-  CHECK(status_bytes("VmHWM:") - before < 64.0 * (1 << 20));  // not the 3.7 GB declared (16 MiB chunks)
+  CHECK(lsf::testing::rss_peak_bytes() - before < 64.0 * (1 << 20));  // not the 3.7 GB declared (16 MiB chunks)
   const std::string overflow = std::string("\0\0\x08\x04", 4) + std::string(16, '\xff');
   std::ofstream(dir / "overflow.idx", std::ios::binary) << overflow;
   CHECK_THROWS_WITH(lsf::data::read_idx_u8((dir / "overflow.idx").string(), 4), Catch::Contains("absurd size"));
@@ -105,8 +96,8 @@ TEST_CASE("a zip entry recording more bytes than it holds is an error, not an al
   const fs::path zip = fs::temp_directory_path() / ("lsf_test_zip_" + std::to_string(::getpid()) + ".zip");
   std::ofstream(zip, std::ios::binary) << file.substr(2);
   { std::ofstream("/proc/self/clear_refs") << "5"; }
-  const double before = status_bytes("VmRSS:");
+  const double before = lsf::testing::rss_bytes();
   CHECK_THROWS_AS(lsf::data::read_zip_entry(zip.string(), "enwik8", "enwik8"), lsf::Error);
-  CHECK(status_bytes("VmHWM:") - before < 64.0 * (1 << 20));
+  CHECK(lsf::testing::rss_peak_bytes() - before < 64.0 * (1 << 20));
   fs::remove(zip);
 }

@@ -41,16 +41,6 @@ std::string refusal(const std::string& config, const std::vector<std::string>& o
   return error;
 }
 
-// "VmRSS:" / "VmHWM:" of this process in bytes.
-double status_bytes(const std::string& key) {
-  std::ifstream in("/proc/self/status");
-  for (std::string k; in >> k;) {
-    double kib = 0;
-    if (k == key && in >> kib) return kib * 1024;
-  }
-  return 0;
-}
-
 }  // namespace
 
 TEST_CASE("absurd sizes are refused at once with the estimate broken down", "[memory]") {
@@ -111,10 +101,10 @@ TEST_CASE("the quickstart's estimate is within 2x of its measured peak", "[memor
   const double estimate = train::make_task(config)->estimate_memory(train::MemoryUse::Train).total();
   // The peak (VmHWM) restarts from the current RSS; what the run adds above it is its memory.
   { std::ofstream("/proc/self/clear_refs") << "5"; }
-  const double before = status_bytes("VmRSS:");
+  const double before = lsf::testing::rss_bytes();
   std::ostringstream log;
   testing::run_training(config, fresh_dir("peak"), log, false, /*stop_after=*/20);
-  const double peak = status_bytes("VmHWM:") - before;
+  const double peak = lsf::testing::rss_peak_bytes() - before;
   const double ratio = estimate / peak;
   WARN("quickstart: estimate " << train::format_bytes(estimate) << ", measured " << train::format_bytes(peak)
                                << " above the RSS before the run: ratio " << ratio);
