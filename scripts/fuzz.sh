@@ -21,8 +21,9 @@ for d in engine ops models data cuda; do ln -sfn "$PWD/$d" "$BUILD/include/lsfor
 FLAGS=(-std=c++20 -O1 -g -fno-omit-frame-pointer -fopenmp -I"$BUILD/include" -I/usr/include/nlohmann
        -fsanitize=address,undefined -fno-sanitize-recover=undefined -Wno-unknown-pragmas)
 # What the parsers need: the engine (tensors, safetensors), the data readers, the config layer.
-# (engine/info.cpp is left out: it reports the build, from a header CMake generates.)
-SOURCES=($(ls engine/*.cpp | grep -v engine/info.cpp) data/file_util.cpp data/listops.cpp data/text.cpp data/retrieval.cpp data/cifar.cpp
+# (engine/info.cpp is left out: it reports the build, from a header CMake generates; so is
+# engine/mpi_process_group.cpp: MPI is not a parser, and it needs mpi.h.)
+SOURCES=($(ls engine/*.cpp | grep -v -e engine/info.cpp -e engine/mpi_process_group.cpp) data/file_util.cpp data/listops.cpp data/text.cpp data/retrieval.cpp data/cifar.cpp
          data/idx.cpp data/image_decode.cpp data/image.cpp data/image_dataset.cpp data/char_corpus.cpp
          data/compressed_file.cpp data/debian_corpus.cpp models/train/config.cpp models/train/task.cpp
          models/nn/module.cpp models/nn/init.cpp ops/factory.cpp)
