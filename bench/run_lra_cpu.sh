@@ -14,7 +14,7 @@
 # EXTRA="--set train.steps=20 --set schedule.warmup_steps=2"), WRITE=1 (also rewrite the
 # "lra-cpu" section of bench/RESULTS.md). A cell whose run directory already holds summary.json is
 # not run again, so an interrupted grid continues where it stopped. The whole grid takes about
-# 3 hours on 2 quiet cores; run it on a quiet machine, the times are part of the result.
+# 4 hours on 2 quiet cores; run it on a quiet machine, the times are part of the result.
 set -euo pipefail
 out=${1:-runs/lra-cpu}
 tasks=${TASKS:-listops pathfinder32 image}
