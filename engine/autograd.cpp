@@ -86,8 +86,11 @@ class FunctionNode final : public Node {
 
 namespace {
 
-// The gradient-ready hooks (grad_hooks.h), keyed by leaf. `count` lets AccumulateGrad skip the
-// lock when no hook exists anywhere (the common case: no data parallelism).
+// The gradient-ready hooks (grad_hooks.h), keyed by the leaf's address so that AccumulateGrad
+// finds a parameter's hooks without scanning every parameter's (a data-parallel model has one
+// hook per parameter). The weak pointer tells a live leaf from a dead one whose address a new
+// tensor reuses. `count` lets AccumulateGrad skip the lock when no hook exists anywhere (the
+// common case: no data parallelism).
 struct HookEntry {
   std::weak_ptr<TensorImpl> leaf;
   int id;
@@ -95,13 +98,12 @@ struct HookEntry {
 };
 struct HookTable {
   std::mutex mutex;
-  std::vector<HookEntry> entries;
+  std::unordered_multimap<const TensorImpl*, HookEntry> entries;
   std::atomic<int> count{0};
   int next_id = 1;
   // Drops entries whose tensor has died (their address may be reused by a new tensor).
   void prune() {
-    const auto dead = std::remove_if(entries.begin(), entries.end(), [](const HookEntry& e) { return e.leaf.expired(); });
-    entries.erase(dead, entries.end());
+    std::erase_if(entries, [](const auto& kv) { return kv.second.leaf.expired(); });
     count = int(entries.size());
   }
 };
@@ -110,16 +112,19 @@ HookTable& hook_table() {
   return table;
 }
 
-// The hooks of `leaf`, copied out of the table (a hook may remove itself while running).
+// The hooks of `leaf`, copied out of the table (a hook may remove itself while running), in the
+// order they were added.
 std::vector<GradReadyHook> hooks_of(const TensorImpl* leaf) {
   HookTable& table = hook_table();
   std::vector<GradReadyHook> hooks;
   if (table.count.load(std::memory_order_relaxed) == 0) return hooks;
   std::lock_guard<std::mutex> lock(table.mutex);
-  for (const HookEntry& e : table.entries) {
-    const std::shared_ptr<TensorImpl> alive = e.leaf.lock();
-    if (alive.get() == leaf) hooks.push_back(e.hook);
-  }
+  std::vector<const HookEntry*> found;
+  const auto [first, last] = table.entries.equal_range(leaf);
+  for (auto it = first; it != last; ++it)
+    if (it->second.leaf.lock().get() == leaf) found.push_back(&it->second);
+  std::sort(found.begin(), found.end(), [](const HookEntry* a, const HookEntry* b) { return a->id < b->id; });
+  for (const HookEntry* e : found) hooks.push_back(e->hook);
   return hooks;
 }
 
@@ -133,7 +138,7 @@ int add_grad_ready_hook(const Tensor& leaf, GradReadyHook hook) {
   std::lock_guard<std::mutex> lock(table.mutex);
   table.prune();
   const int id = table.next_id++;
-  table.entries.push_back({leaf.impl_ptr(), id, std::move(hook)});
+  table.entries.emplace(leaf.impl(), HookEntry{leaf.impl_ptr(), id, std::move(hook)});
   table.count = int(table.entries.size());
   return id;
 }
@@ -141,11 +146,18 @@ int add_grad_ready_hook(const Tensor& leaf, GradReadyHook hook) {
 void remove_grad_ready_hook(const Tensor& leaf, int id) {
   HookTable& table = hook_table();
   std::lock_guard<std::mutex> lock(table.mutex);
-  const auto it = std::find_if(table.entries.begin(), table.entries.end(), [&](const HookEntry& e) {
-    return e.id == id && e.leaf.lock().get() == leaf.impl();
-  });
-  LSF_CHECK(leaf.defined() && it != table.entries.end()) << "remove_grad_ready_hook: the tensor has no hook " << id;
-  table.entries.erase(it);
+  bool removed = false;
+  if (leaf.defined()) {
+    const auto [first, last] = table.entries.equal_range(leaf.impl());
+    for (auto it = first; it != last; ++it) {
+      if (it->second.id == id && it->second.leaf.lock().get() == leaf.impl()) {
+        table.entries.erase(it);
+        removed = true;
+        break;
+      }
+    }
+  }
+  LSF_CHECK(removed) << "remove_grad_ready_hook: the tensor has no hook " << id;
   table.prune();
 }
 
