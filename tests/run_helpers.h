@@ -1,6 +1,7 @@
 // Test helpers for files and training runs: scratch run directories, whole files as strings,
-// hand-made safetensors bytes, a train::train call that keeps the log in a string stream, the
-// `lsf` tool started as a child process, and this process's resident memory.
+// hand-made safetensors bytes, a train::train call that keeps the log in a string stream, word
+// salad for tiny language models, the `lsf` tool started as a child process, and this process's
+// resident memory.
 #pragma once
 
 #include <unistd.h>
@@ -46,20 +47,39 @@ inline std::string safetensors_bytes(const std::string& json, const std::string&
   return out + json + data;
 }
 
-// train::train into `dir` with the progress and the summary written to `log`, one line per
-// logged step (never a live \r line).
-inline train::TrainSummary run_training(const train::RunConfig& config, const std::filesystem::path& dir,
-                                        std::ostringstream& log, bool resume = false, int64_t stop_after = 0,
-                                        const std::string& init_from = "") {
+// Options for train::train into `dir` with the progress and the summary written to `log`, one
+// line per logged step (never a live \r line).
+inline train::TrainOptions quiet_train_options(const std::filesystem::path& dir, std::ostringstream& log) {
   train::TrainOptions options;
   options.out_dir = dir.string();
-  options.resume = resume;
-  options.init_from = init_from;
   options.log = &log;
   options.out = &log;
   options.progress = 0;
+  return options;
+}
+
+// train::train with quiet_train_options.
+inline train::TrainSummary run_training(const train::RunConfig& config, const std::filesystem::path& dir,
+                                        std::ostringstream& log, bool resume = false, int64_t stop_after = 0,
+                                        const std::string& init_from = "") {
+  train::TrainOptions options = quiet_train_options(dir, log);
+  options.resume = resume;
+  options.init_from = init_from;
   options.stop_after = stop_after;
   return train::train(config, options);
+}
+
+// `n` characters of word salad from a small vocabulary (an LCG picks the words), so that a tiny
+// language model has something to learn within a few dozen steps.
+inline std::string word_salad(size_t n, uint32_t seed) {
+  static const char* words[] = {"the ", "tide ", "of ", "a ", "wave ", "rolls ", "in ", "and ", "out, ", "sea. "};
+  std::string s;
+  while (s.size() < n) {
+    seed = seed * 1664525u + 1013904223u;
+    s += words[(seed >> 16) % 10];
+  }
+  s.resize(n);
+  return s;
 }
 
 // Starts `tool args...` (fork + exec) with stdout and stderr both to `output`, on one passive

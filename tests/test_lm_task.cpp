@@ -28,28 +28,15 @@ namespace {
 
 fs::path fresh_dir(const std::string& name) { return testing::fresh_dir("lm_task", name); }
 
-// `n` characters of word salad from a small vocabulary (an LCG picks the words), so that a tiny
-// model has something to learn within a few dozen steps.
-std::string word_salad(size_t n, uint32_t seed) {
-  static const char* words[] = {"the ", "tide ", "of ", "a ", "wave ", "rolls ", "in ", "and ", "out, ", "sea. "};
-  std::string s;
-  while (s.size() < n) {
-    seed = seed * 1664525u + 1013904223u;
-    s += words[(seed >> 16) % 10];
-  }
-  s.resize(n);
-  return s;
-}
-
 // A split directory (train.txt, dev.txt, test.txt) written once per process: 600 / 120 / 120
 // characters. Blocks of 8 in 4 streams give 18 steps per epoch.
 const fs::path& corpus_dir() {
   static const fs::path dir = [] {
     fs::path d = fresh_dir("corpus");
     fs::create_directories(d);
-    std::ofstream(d / "train.txt") << word_salad(600, 1);
-    std::ofstream(d / "dev.txt") << word_salad(120, 2);
-    std::ofstream(d / "test.txt") << word_salad(120, 3);
+    std::ofstream(d / "train.txt") << testing::word_salad(600, 1);
+    std::ofstream(d / "dev.txt") << testing::word_salad(120, 2);
+    std::ofstream(d / "test.txt") << testing::word_salad(120, 3);
     return d;
   }();
   return dir;

@@ -3,14 +3,7 @@
 # named), a PNG through Cairo, and out-of-range --layer / --head / --index / --query values
 # refused with the valid range. Usage: cmake -DLSF=<lsf> -DCONFIG=<quickstart.json> -DOUT=<dir> -P attention_map.cmake
 file(REMOVE_RECURSE "${OUT}")
-function(run_lsf expect_rc)
-  execute_process(COMMAND "${LSF}" ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  message("lsf ${ARGN}\n${out}${err}")
-  if(NOT rc EQUAL expect_rc)
-    message(FATAL_ERROR "lsf ${ARGN}: exit status ${rc}, expected ${expect_rc}")
-  endif()
-  set(err "${err}" PARENT_SCOPE)
-endfunction()
+include("${CMAKE_CURRENT_LIST_DIR}/run_lsf.cmake")
 
 run_lsf(0 train --config "${CONFIG}" --out "${OUT}/run" --threads 1
         --set "data.generate={\"enabled\": true, \"train\": 200, \"dev\": 20, \"test\": 20, \"min_length\": 8, \"max_length\": 30, \"max_depth\": 4, \"max_args\": 4}"

@@ -6,15 +6,7 @@
 #   cmake -DLSF=<lsf> -DCONFIG=<configs/lm/quick.json> -DLISTOPS=<configs/quickstart.json>
 #         -DTEXT=<tiny_text.txt> -DOUT=<dir> -P lm_round_trip.cmake
 file(REMOVE_RECURSE "${OUT}")
-function(run_lsf expect_rc)
-  execute_process(COMMAND "${LSF}" ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  message("lsf ${ARGN}\n${out}${err}")
-  if(NOT rc EQUAL expect_rc)
-    message(FATAL_ERROR "lsf ${ARGN}: exit status ${rc}, expected ${expect_rc}")
-  endif()
-  set(out "${out}" PARENT_SCOPE)
-  set(err "${err}" PARENT_SCOPE)
-endfunction()
+include("${CMAKE_CURRENT_LIST_DIR}/run_lsf.cmake")
 
 run_lsf(0 train --config "${CONFIG}" --out "${OUT}/lm" --threads 1
         --set data.corpus=text --set "data.path=${TEXT}" --set data.eval_characters=0 --set data.eval_batch_size=1

@@ -21,6 +21,7 @@
 #include <tuple>
 
 #include "helpers.h"
+#include "run_helpers.h"
 #include "image_test_files.h"
 #include "lsformer/engine/distributed.h"
 #include "lsformer/models/train/trainer.h"
@@ -54,13 +55,9 @@ fs::path shared_dir(const std::string& name) {
 train::TrainSummary run(const train::RunConfig& config, const fs::path& dir, std::shared_ptr<dist::ProcessGroup> group,
                         bool resume = false, int64_t stop_after = 0) {
   std::ostringstream log;
-  train::TrainOptions options;
-  options.out_dir = dir.string();
+  train::TrainOptions options = testing::quiet_train_options(dir, log);
   options.resume = resume;
   options.stop_after = stop_after;
-  options.log = &log;
-  options.out = &log;
-  options.progress = 0;
   options.world = std::move(group);
   options.bucket_bytes = 4096;  // several buckets even for these tiny models
   try {
@@ -116,17 +113,6 @@ train::RunConfig lm_config(const fs::path& corpus, int64_t batch_size) {
                                  R"(, "eval_every": 6, "log_every": 2, "checkpoint_every": 4, "seed": 2, "threads": 1}
 })",
                              {}, "lm test config");
-}
-
-std::string word_salad(size_t n, uint32_t seed) {
-  static const char* words[] = {"the ", "tide ", "of ", "a ", "wave ", "rolls ", "in ", "and ", "out, ", "sea. "};
-  std::string s;
-  while (s.size() < n) {
-    seed = seed * 1664525u + 1013904223u;
-    s += words[(seed >> 16) % 10];
-  }
-  s.resize(n);
-  return s;
 }
 
 // MNIST-layout IDX files of 8×8 textures (the class is the texture), written by rank 0; the
@@ -194,9 +180,9 @@ TEST_CASE("the char-LM's streams shard by rank, and a run resumes from 1 to 2 ra
   const fs::path corpus = dir / "corpus";
   if (w->is_root()) {
     fs::create_directories(corpus);
-    std::ofstream(corpus / "train.txt") << word_salad(600, 1);
-    std::ofstream(corpus / "dev.txt") << word_salad(120, 2);
-    std::ofstream(corpus / "test.txt") << word_salad(120, 3);
+    std::ofstream(corpus / "train.txt") << testing::word_salad(600, 1);
+    std::ofstream(corpus / "dev.txt") << testing::word_salad(120, 2);
+    std::ofstream(corpus / "test.txt") << testing::word_salad(120, 3);
   }
   std::string sync;
   w->broadcast_bytes(sync, 0);
