@@ -56,7 +56,9 @@ Tensor tensor_from_host(const void* data, DType src_dtype, int64_t count, const 
   // Wrap the caller's memory in a CPU tensor without copying, then convert into our own.
   const size_t nbytes = checked_nbytes(shape, src_dtype, "tensor");
   auto host = std::make_shared<StorageImpl>(nbytes, kCPU);
-  std::memcpy(host->data(), data, nbytes);
+  // An empty tensor's source may be null (an empty std::vector's data()), which memcpy may not
+  // be given even for zero bytes (UBSan: nonnull argument).
+  if (nbytes > 0) std::memcpy(host->data(), data, nbytes);
   Tensor src(std::make_shared<TensorImpl>(host, 0, shape, contiguous_strides(shape), src_dtype));
   Tensor out = src.to(options.dtype()).to(options.device());
   if (out.is_same(src)) out = src;

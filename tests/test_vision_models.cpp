@@ -172,7 +172,8 @@ TEST_CASE("ClassifierOptions set what a family has and refuse what it lacks", "[
   auto without = vision::make_image_classifier(arch, spec, {.dual_ln = false});
   CHECK(with->parameter_count() - without->parameter_count() == 2 * 4 * 16);
   for (const auto& [name, t] : without->named_parameters()) CHECK(name.find("dual_ln") == std::string::npos);
-  auto& vil = dynamic_cast<vision::ViLClassifier&>(*vision::make_image_classifier(arch, spec, {.drop_path = 0.2, .qkv_bias = false}));
+  const auto configured = vision::make_image_classifier(arch, spec, {.drop_path = 0.2, .qkv_bias = false});
+  auto& vil = dynamic_cast<vision::ViLClassifier&>(*configured);  // (ASan: a reference into a temporary)
   CHECK(vil.options().drop_path_rate == 0.2);
   CHECK_FALSE(vil.options().qkv_bias);
   CHECK(dynamic_cast<vision::ViLClassifier&>(*vision::make_image_classifier(arch, spec)).options().drop_path_rate == 0.0);
