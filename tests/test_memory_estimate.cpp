@@ -97,6 +97,7 @@ TEST_CASE("lsf eval refuses a checkpoint whose stored config cannot fit", "[memo
 }
 
 TEST_CASE("the quickstart's estimate is within 2x of its measured peak", "[memory]") {
+  LSF_SKIP_UNDER_ASAN("the peak resident memory of a run");
   const train::RunConfig config = train::load_config(kConfigDir + "/quickstart.json", {"train.eval_every=0"});
   const double estimate = train::make_task(config)->estimate_memory(train::MemoryUse::Train).total();
   // The peak (VmHWM) restarts from the current RSS; what the run adds above it is its memory.
