@@ -3,8 +3,9 @@
 /usr/bin/time -v's report) and prints, per task and attention, the test accuracy as mean ± sample
 standard deviation over the seeds, the dev accuracy, the majority-class test accuracy, the
 training time per step (median over the logged windows of batch / samples-per-second, so the
-evaluations and the data generation are not counted), the peak resident memory (the largest
-over the seeds) and the paper's Table 1 number for the same task and attention.
+evaluations and the data generation are not counted; from the quiet timing run OUT/timing/<task>_
+<attention>/ when there is one, else from the accuracy runs), the peak resident memory (the
+largest over the seeds) and the paper's Table 1 number for the same task and attention.
 
     /usr/bin/python3 bench/lra_cpu_table.py runs/lra-cpu [--write bench/RESULTS.md]
 
@@ -105,6 +106,10 @@ def table(out):
             majority = results[0][0]["test"]["majority_accuracy"]
             steps = [t for _, t, _ in results if t is not None]
             rss = [r for _, _, r in results if r is not None]
+            timing_dir = os.path.join(out, "timing", f"{task}_{attention}")
+            if os.path.exists(os.path.join(timing_dir, "summary.json")):
+                timed = read_run(timing_dir)[1]
+                steps = [timed] if timed is not None else steps
             step = f"{statistics.median(steps):.3f}" if steps else "—"
             peak = f"{max(rss) / 2 ** 30:.2f}" if rss else "—"
             rows.append(f"| {task_name} | {attention_name} | {len(runs)} | {mean_std(test)} | {mean_std(dev)} | "
