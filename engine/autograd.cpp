@@ -56,6 +56,14 @@ Tensor owned_copy(const Tensor& t) {
   return out;
 }
 
+// Whether gradient sums may add into `t` in place: nothing else can see its buffer (this is the
+// only handle to it, it owns its whole storage, no view of it exists, no graph hangs on it), so
+// the copy owned_copy makes would be wasted (as PyTorch steals such buffers).
+bool exclusively_held(const Tensor& t) {
+  return t.impl_ptr().use_count() == 1 && t.storage().use_count() == 1 && t.is_contiguous() && t.offset() == 0 &&
+         t.storage()->nbytes() == t.nbytes() && !t.impl()->autograd;
+}
+
 class FunctionNode final : public Node {
  public:
   // Remembers the profiler phase it was recorded in, so that its backward is charged to it.
@@ -172,12 +180,8 @@ TensorList AccumulateGrad::apply(const TensorList& grads) {
   const Tensor& g = grads[0];
   AutogradMeta& meta = leaf_->autograd_meta();
   if (!meta.grad) {
-    // Take over the incoming buffer when nothing else can see it (as PyTorch does): it is
-    // contiguous, owns its whole storage, and this is the only handle. Copy otherwise.
-    bool exclusive = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 &&
-                     g.is_contiguous() && g.offset() == 0 && g.storage()->nbytes() == g.nbytes() &&
-                     !g.impl()->autograd;
-    meta.grad = exclusive ? g.impl_ptr() : owned_copy(g).impl_ptr();
+    // Take over the incoming buffer when nothing else can see it, copy otherwise.
+    meta.grad = exclusively_held(g) ? g.impl_ptr() : owned_copy(g).impl_ptr();
   } else {
     Tensor existing(meta.grad);
     add_inplace_kernel(existing.device(), existing, g);
@@ -306,7 +310,8 @@ void run_backward(const TensorList& roots, const TensorList& grads, bool retain_
   }
 
   // 2. Gradient buffers, one slot per node output; a slot is copied before it is first added
-  //    to, because the first contribution may be a tensor another node also received.
+  //    to, because the first contribution may be a tensor another node also received, unless
+  //    by then the slot holds the only handle to it (exclusively_held).
   struct Buffer {
     TensorList grads;
     std::vector<bool> owned;
@@ -327,7 +332,7 @@ void run_backward(const TensorList& roots, const TensorList& grads, bool retain_
       b.grads[slot] = g;
     } else {
       if (!b.owned[slot]) {
-        b.grads[slot] = owned_copy(b.grads[slot]);
+        if (!exclusively_held(b.grads[slot])) b.grads[slot] = owned_copy(b.grads[slot]);
         b.owned[slot] = true;
       }
       add_inplace_kernel(g.device(), b.grads[slot], g);

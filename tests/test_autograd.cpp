@@ -2,6 +2,9 @@
 // tensor versions, and a very deep graph.
 #include "helpers.h"
 
+#include "lsformer/engine/autograd.h"
+#include "lsformer/engine/profiler.h"
+
 using namespace lsf;
 
 TEST_CASE("leaf gradients accumulate across backward calls", "[autograd]") {
@@ -123,4 +126,53 @@ TEST_CASE("saved tensors are freed by a backward without retain_graph", "[autogr
   loss.backward();
   x.set_grad(Tensor());
   CHECK(before - memory_stats().current_bytes >= int64_t(4) << 20);
+}
+
+// Gradient sums (engine/autograd.cpp, exclusively_held): the first gradient of a slot is added to
+// in place when the slot holds the only handle to it, and copied first when anyone else can still
+// see it, so a sum never changes a tensor someone holds.
+TEST_CASE("gradient sums never write into a gradient someone else holds", "[autograd]") {
+  Tensor x = tensor(std::vector<double>{1, 2}).requires_grad_(true);
+  Tensor y = mul(x, 1.0);
+  // Two consumers of y whose backwards return tensors this test still holds: whichever reaches
+  // y's gradient slot first is held elsewhere and must be copied before the other is added.
+  Tensor held_a = tensor(std::vector<double>{10, 20}), held_b = tensor(std::vector<double>{1, 2});
+  TensorList outs;
+  for (const Tensor& held : {held_a, held_b}) {
+    Tensor out = empty({2}, y.options());
+    {
+      NoGradGuard no_grad;
+      out.copy_(y);
+    }
+    autograd::record("returns_held", {y}, {out},
+                     [held](const TensorList&, const autograd::NeedsGrad&) -> TensorList { return {held}; });
+    outs.push_back(out);
+  }
+  add(sum(outs[0]), sum(outs[1])).backward();
+  test::check_equal<double>(held_a, {2}, {10, 20});  // neither changed by the sum
+  test::check_equal<double>(held_b, {2}, {1, 2});
+  test::check_equal<double>(x.grad(), {2}, {11, 22});
+}
+
+TEST_CASE("a gradient nobody else holds is summed in place, without a copy", "[autograd]") {
+  // copy_kernel calls of one backward, counted by the profiler.
+  auto copies_in_backward = [](const Tensor& loss) {
+    profiler::enable();
+    profiler::reset();
+    loss.backward();
+    profiler::disable();
+    int64_t copies = 0;
+    for (const profiler::OpStat& op : profiler::snapshot().ops)
+      if (op.name == "copy_kernel") copies += op.calls;
+    return copies;
+  };
+  Tensor x = tensor(std::vector<double>{1, 2, 3}).requires_grad_(true);
+  Tensor y = mul(x, 2.0);
+  // y's slot gets two fresh gradients (from mul's backward): the sum adds into the first, so the
+  // backward copies exactly as much as the same graph with one consumer of y (sum's backward).
+  const int64_t two_consumers = copies_in_backward(sum(add(mul(y, 3.0), mul(y, 4.0))));
+  test::check_equal<double>(x.grad(), {3}, {14, 14, 14});  // 2 · (3 + 4)
+  Tensor x1 = tensor(std::vector<double>{1, 2, 3}).requires_grad_(true);
+  const int64_t one_consumer = copies_in_backward(sum(add(mul(mul(x1, 2.0), 3.0), 1.0)));
+  CHECK(two_consumers == one_consumer);
 }
