@@ -46,6 +46,7 @@
 
 #include "bench_cli.h"
 #include "bench_timing.h"
+#include "machine_probe.h"
 
 #include "lsformer/models/attention/full_attention.h"
 #include "lsformer/models/attention/long_short.h"
@@ -198,6 +199,25 @@ Prepared prepare(const Case& c) {
   return p;
 }
 
+// Multiply-add FLOPs (2 per multiply-add) of one forward pass, counted from the shapes; the
+// softmaxes, LayerNorms and elementwise ops are not counted (they are bandwidth, not FLOPs).
+// Forward + backward is counted as 3 × forward (each product has two gradient products).
+//   long-short (e = d/h; s = w + 2·max(⌊w/2⌋, 1) window keys per query, docs/transformer-ls.md
+//   §2.3 step 8, 2w for even w): Q, K, V, O projections 4·2·B·n·d², the
+//   projection logits 2·B·n·d·h·r, the compression P·K and P·V 2·2·B·h·r·n·e, the global
+//   logits and context 2·2·B·h·n·r·e, the window logits and context 2·2·B·h·n·s·e;
+//   full: the projections and 2·2·B·h·n²·e.
+double forward_gflop(const Case& c) {
+  const double B = double(c.batch), n = double(c.n), d = double(c.dim), h = double(c.heads), e = d / h;
+  const double projections = 4 * 2 * B * n * d * d;
+  if (c.variant.full) return (projections + 2 * 2 * B * h * n * n * e) * 1e-9;
+  const double r = double(c.variant.rank), w = double(c.variant.window);
+  const double s = c.variant.window > 0 ? w + 2 * double(std::max<int64_t>(c.variant.window / 2, 1)) : 0;
+  return (projections + 2 * B * n * d * h * r + 2 * 2 * B * h * r * n * e + 2 * 2 * B * h * n * r * e +
+          2 * 2 * B * h * n * s * e) *
+         1e-9;
+}
+
 double logits_bytes(const Case& c) { return 4.0 * double(c.batch) * double(c.heads) * double(c.n) * double(c.n); }
 
 // ---- output ----------------------------------------------------------------------------------
@@ -206,10 +226,11 @@ std::string case_fields(const Case& c) {
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "\"impl\": \"lsformer\", \"case\": \"%s\", \"variant\": \"%s\", \"batch\": %lld, \"n\": %lld, "
-                "\"dim\": %lld, \"heads\": %lld, \"window\": %lld, \"rank\": %lld, \"masked\": %s",
+                "\"dim\": %lld, \"heads\": %lld, \"window\": %lld, \"rank\": %lld, \"masked\": %s, "
+              "\"gflop\": %.6f",
                 c.name.c_str(), c.variant.name.c_str(), (long long)c.batch, (long long)c.n, (long long)c.dim,
                 (long long)c.heads, (long long)c.variant.window, (long long)c.variant.rank,
-                c.masked ? "true" : "false");
+                c.masked ? "true" : "false", 3 * forward_gflop(c));
   return buf;
 }
 
@@ -237,6 +258,15 @@ double measure(const Options& opt, const Case& c) {
   (void)p.call();
   lsf::MemoryStats mem = lsf::memory_stats();
   emit(opt, c, t, mem, baseline);
+  // LSF_PROFILE=1: ten more calls under the built-in profiler, its table on stderr (after the
+  // timing, so the profiler's own cost never reaches the reported times).
+  if (lsf::profiler::enable_from_environment()) {
+    lsf::profiler::reset();
+    for (int i = 0; i < 10; ++i) (void)p.call();
+    lsf::profiler::disable();
+    std::fprintf(stderr, "%s, 10 calls:\n%s", c.name.c_str(),
+                 lsf::profiler::format_table(lsf::profiler::snapshot(), 40).c_str());
+  }
   return t.median_ms;
 }
 
@@ -270,8 +300,10 @@ int run(const Options& opt) {
   LSF_CHECK(opt.dump.empty() || opt.filter.empty() || selected(opt, lra))
       << "--dump writes the LRA case, but --filter '" << opt.filter << "' excludes " << lra.name;
   lsf::set_num_threads(opt.threads > 0 ? opt.threads : int(std::max(1u, std::thread::hardware_concurrency())));
-  std::printf("{\"meta\": {\"impl\": \"lsformer\", \"version\": \"%s\", \"threads\": %d, \"build_info\": \"%s\"}}\n",
-              lsf::version().c_str(), lsf::get_num_threads(), lsf::bench::json_escape(lsf::build_info()).c_str());
+  std::printf("{\"meta\": {\"impl\": \"lsformer\", \"version\": \"%s\", \"threads\": %d, \"build_info\": \"%s\", "
+              "\"machine\": %s}}\n",
+              lsf::version().c_str(), lsf::get_num_threads(), lsf::bench::json_escape(lsf::build_info()).c_str(),
+              lsf::bench::machine_limits_json(lsf::bench::measure_machine_limits()).c_str());
   std::fflush(stdout);
   if (!opt.dump.empty()) dump(opt, lra);
   if (selected(opt, lra)) measure(opt, lra);

@@ -10,6 +10,10 @@ Builds nothing. Two parts:
      torch_long_short.py checks its own float32 (and float64) result against them and both sides
      time forward + backward, --rounds times, alternating which runs first; median over rounds.
      Target: lsformer at least 5x faster than PyTorch, outputs equal within float32 tolerance.
+     The same rounds also time lsformer on 1 thread (thread scaling, target >= 1.8x from 1 to 2
+     threads), and the section states the layer's GFLOP/s (work counted by bench_attention from
+     the shapes) beside the machine's sgemm rate and memory bandwidth, which bench_attention
+     measures before its cases (bench/machine_probe.h).
   2. Scaling: bench_attention times forward + backward and the peak memory of one
      layer for n = 1K ... --max-n (long-short w8-r32 and w128-r32, full attention; d 64 / 2 heads
      and d 512 / 8 heads; batch 1) and reports time(2n) / time(n) from n = 4K. Target for
@@ -73,23 +77,57 @@ def lra_part(args, env, common, dump_dir):
     check = next((r for r in check_rows if "check" in r), None)
     if check is None:
         raise RuntimeError(f"torch_long_short.py produced no check (exit {rc})")
-    times = {"lsformer": [], "pytorch": []}
-    mins = {"lsformer": [], "pytorch": []}
-    peak = None
+    # Thread scaling (issue #17): lsformer's layer also on one thread, in the same rounds.
+    single = [args.bench_attention, "--threads", "1"] + common[2:] + ["--filter", "lra"]
+    sides_all = [("lsformer", bench), ("pytorch", torch_cmd + ["--no-check"])]
+    if args.threads > 1:
+        sides_all.append(("lsformer_1t", single))
+    times = {impl: [] for impl, _ in sides_all}
+    mins = {impl: [] for impl, _ in sides_all}
+    metas = {}
+    peak, gflop = None, None
     for rnd in range(args.rounds):
-        sides = [("lsformer", bench), ("pytorch", torch_cmd + ["--no-check"])]
+        sides = list(sides_all)
         if rnd % 2:
             sides.reverse()
         for impl, cmd in sides:
-            _, rows, _ = run_json(cmd, env)
+            meta, rows, _ = run_json(cmd, env)
+            metas.setdefault(impl, meta)
             for r in rows:
                 if r.get("phase") == "forward_backward":
                     times[impl].append(r["median_ms"])
                     mins[impl].append(r["min_ms"])
                     peak = r.get("extra_bytes", peak) if impl == "lsformer" else peak
+                    gflop = r.get("gflop", gflop) if impl == "lsformer" else gflop
         print(f"LRA round {rnd + 1}/{args.rounds} done", file=sys.stderr, flush=True)
     lsf, pt = statistics.median(times["lsformer"]), statistics.median(times["pytorch"])
     speedup = pt / lsf
+    limits = lambda impl: (metas.get(impl) or {}).get("machine") or {}  # noqa: E731
+    rate_lines = []
+    if gflop:
+        m = limits("lsformer")
+        rate = gflop / (lsf * 1e-3)
+        best_rate = gflop / (min(mins["lsformer"]) * 1e-3)
+        rate_lines.append(
+            f"Work counted from the shapes (bench_attention.cpp `forward_gflop`: every product, 3 × the forward "
+            f"for forward + backward): {gflop:.2f} GFLOP per call. lsformer runs at **{rate:.0f} GFLOP/s** on the "
+            f"median ({best_rate:.0f} on the fastest sample; target ≥ 150)"
+            + (f", against this machine's measured cblas_sgemm {m['sgemm_size']}³ rate of {m['sgemm_gflops']:.0f} "
+               f"GFLOP/s and STREAM-triad bandwidth of {m['triad_gbs']:.1f} GB/s ({m['threads']} threads, measured by "
+               f"the same lsformer process before the case; `bench/machine_probe.h`): {100 * rate / m['sgemm_gflops']:.0f}% "
+               f"of sgemm" if m else "") + ".")
+        rate_lines.append("")
+    if "lsformer_1t" in times:
+        one, one_min = statistics.median(times["lsformer_1t"]), min(mins["lsformer_1t"])
+        m1 = limits("lsformer_1t")
+        scaling = one / lsf
+        sgemm_1t = f"; 1-thread sgemm {m1['sgemm_gflops']:.0f} GFLOP/s" if m1 else ""
+        rate_lines.append(
+            f"Thread scaling (the same rounds, lsformer at 1 thread: median {fmt_ms(one)} ms, fastest "
+            f"{fmt_ms(one_min)} ms{sgemm_1t}): "
+            f"1 → {args.threads} threads **{scaling:.2f}×** on the medians, {one_min / min(mins['lsformer']):.2f}× "
+            f"on the fastest samples (target ≥ 1.8×: {'met' if scaling >= 1.8 else 'NOT met'}).")
+        rate_lines.append("")
     lines = ["### LRA configuration vs PyTorch", "",
              f"Batch {check['batch']}, n {check['n']}, d {check['dim']}, {check['heads']} heads, w {check['window']}, "
              f"r {check['rank']}, padded (sequence b has its last 37·b tokens padded); forward + backward of one "
@@ -101,6 +139,7 @@ def lra_part(args, env, common, dump_dir):
              f"**Speed-up (PyTorch / lsformer medians): {speedup:.2f}×** (target ≥ {SPEEDUP_TARGET:.0f}×: "
              f"{'met' if speedup >= SPEEDUP_TARGET else 'NOT met'}); ratio of fastest samples "
              f"{min(mins['pytorch']) / min(mins['lsformer']):.2f}×.", "",
+             *rate_lines,
              f"Output check (largest |difference|; pass: ≤ tol · max(1, max|ref|), tol = 4·n·2⁻²⁴ = {check['tol']:.2e}): "
              f"{'**pass**' if check['pass'] else '**FAIL**'}.", "",
              "| tensor | max abs | lsformer vs PyTorch f32 | lsformer vs PyTorch f64 | PyTorch f32 vs f64 |",
