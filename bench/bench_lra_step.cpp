@@ -125,11 +125,12 @@ std::string config_fields(const lsf::lra::LraModelOptions& o) {
   std::snprintf(buf, sizeof buf,
                 "\"batch\": %lld, \"n\": %lld, \"dim\": %lld, \"heads\": %lld, \"layers\": %lld, \"ffn_dim\": %lld, "
                 "\"vocab_size\": %lld, \"window\": %lld, \"rank\": %lld, \"num_classes\": %lld, \"pooling\": \"%s\", "
-                "\"head_hidden\": %lld, \"min_real\": %lld, \"lr\": %g, \"weight_decay\": %g",
+                "\"head_hidden\": %lld, \"min_real\": %lld, \"lr\": %g, \"beta1\": %g, \"beta2\": %g, \"eps\": %g, "
+                "\"weight_decay\": %g",
                 (long long)kBatch, (long long)kLength, (long long)o.dim, (long long)o.heads, (long long)o.layers,
                 (long long)o.ffn_dim, (long long)o.vocab_size, (long long)o.window, (long long)o.rank,
                 (long long)o.num_classes, lsf::lra::to_string(o.pooling), (long long)o.head_hidden,
-                (long long)kMinReal, kLr, kWeightDecay);
+                (long long)kMinReal, kLr, kBeta1, kBeta2, kEps, kWeightDecay);
   return buf;
 }
 

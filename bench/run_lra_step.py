@@ -140,7 +140,8 @@ def main():
             f"{c['head_hidden']} → {c['num_classes']}, vocabulary {c['vocab_size']}; batch {B}, every batch padded to "
             f"n = {c['n']} with seeded real lengths in [{c['min_real']}, {c['n']}] ({100 * c['real_fraction']:.0f}% of "
             "the positions real), 4 batches cycled; dropout 0; one step = zero grads, forward, cross-entropy, "
-            f"backward, AdamW (lr {c['lr']:g}, betas (0.9, 0.999), eps 1e-6, weight decay {c['weight_decay']:g}). "
+            f"backward, AdamW (lr {c['lr']:g}, betas ({c['beta1']:g}, {c['beta2']:g}), eps {c['eps']:g}, weight decay "
+            f"{c['weight_decay']:g}). "
             f"{args.rounds} rounds of one process per side (alternating which runs first), each timing ≥ "
             f"{args.min_samples} steps after one warm-up step.", "",
             "| impl | step ms (median of rounds) | fastest step ms | samples/s (median) | samples/s (fastest) | "
