@@ -27,6 +27,11 @@ process CPU time) until >= --min-samples and >= --sample-time seconds, or --max-
 (min, max) per call. Threads: torch.set_num_threads(N), and OPENBLAS_NUM_THREADS = N before torch
 is imported (Debian's torch does its float GEMMs in libblas.so.3, which set_num_threads does not
 reach; see torch_ops.py).
+
+As a module (`from torch_long_short import LongShortAttention`, after the importer has set
+OPENBLAS_NUM_THREADS and imported torch): LongShortAttention is the same attention as an
+nn.Module with the official parameter names, and takes an optional CLS (§2.3 steps 5 and 13),
+which the LRA model's last layer needs (bench/torch_lra_step.py); the CLI above never passes one.
 """
 import argparse
 import json
@@ -43,9 +48,12 @@ def parse_args():
     return p.parse_args()
 
 
-ARGS = parse_args()
-os.environ["OPENBLAS_NUM_THREADS"] = str(ARGS.threads)
+ARGS = None  # the CLI's flags; parsed only when run as a script
+if __name__ == "__main__":
+    ARGS = parse_args()
+    os.environ["OPENBLAS_NUM_THREADS"] = str(ARGS.threads)
 import torch  # noqa: E402  (after OPENBLAS_NUM_THREADS, which OpenBLAS reads when loaded)
+import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch_common import read_safetensors  # noqa: E402
 
@@ -56,12 +64,13 @@ def softmax_fp32(t, dim):
     return torch.softmax(t.to(torch.promote_types(t.dtype, torch.float32)), dim=dim).to(t.dtype)
 
 
-def long_short_attention(x, p, heads, window, rank, mask):
-    """Bidirectional long-short attention (docs/transformer-ls.md §2.3, steps 1-4 and 6-12, 14 without a
-    CLS and without dropout). x [B, n, d]; p: the state dict; mask [B, n] bool (True: real token).
+def long_short_attention(x, p, heads, window, rank, mask, cls=None):
+    """Bidirectional long-short attention (docs/transformer-ls.md §2.3, steps 1-14 without dropout).
+    x [B, n, d]; p: the state dict; mask [B, n] bool (True: real token); cls [B, 1, d] or None.
     The window branch pads K and V by ext rows at both ends and views them as n/w overlapping tiles
-    of s = w + 2·ext rows with stride w (unfold); one joint softmax over [r global slots | s window
-    keys]."""
+    of s = w + 2·ext rows with stride w (unfold); one joint softmax over [r' global slots | s window
+    keys] (r' = r, or r + 1 with the CLS slot first). Returns [B, n, d], or [B, 1 + n, d] with
+    the updated CLS row first when cls is given."""
     B, n, d = x.shape
     h, w, r = heads, window, rank
     e = d // h
@@ -86,9 +95,14 @@ def long_short_attention(x, p, heads, window, rank, mask):
     s_logits = linear(x, "dconv_fc").masked_fill(pad[:, :, None], float("-inf"))  # 3. [B, n, h·r]
     proj = softmax_fp32(s_logits, 1)                              # over the tokens
     proj = proj.view(B, n, h, r).permute(0, 2, 3, 1)             # [B, h, r, n], column head·r + slot
-    kbar = split_heads(dual_ln(merge_heads(proj @ k), "dual_ln_s"))  # 4, 6. [B, h, r, e]
-    vbar = split_heads(dual_ln(merge_heads(proj @ v), "dual_ln_s"))
-    global_logits = q @ kbar.transpose(-1, -2)                   # 7. [B, h, n, r]
+    kbar, vbar = proj @ k, proj @ v                               # 4. [B, h, r, e]
+    if cls is not None:                                           # 5. raw CLS key / value (no LN_L), first
+        q_c = split_heads(linear(cls, "W_q")) * e ** -0.5         # [B, h, 1, e]
+        k_c, v_c = split_heads(linear(cls, "W_k")), split_heads(linear(cls, "W_v"))
+        kbar, vbar = torch.cat([k_c, kbar], 2), torch.cat([v_c, vbar], 2)  # [B, h, r + 1, e]
+    kbar = split_heads(dual_ln(merge_heads(kbar), "dual_ln_s"))  # 6. LN_G over d, every slot
+    vbar = split_heads(dual_ln(merge_heads(vbar), "dual_ln_s"))
+    global_logits = q @ kbar.transpose(-1, -2)                   # 7. [B, h, n, r']
 
     ext = max(w // 2, 1)                                          # 8. window of s keys per segment
     s = w + 2 * ext
@@ -100,12 +114,34 @@ def long_short_attention(x, p, heads, window, rank, mask):
     key_ok = F.pad(mask.to(torch.uint8), (ext, ext)).unfold(1, s, w).bool()  # [B, nt, s]
     win_logits = win_logits.masked_fill(~key_ok[:, None, :, None, :], float("-inf"))
 
-    logits = torch.cat([global_logits, win_logits.reshape(B, h, n, s)], dim=-1)  # 9. [B, h, n, r + s]
+    logits = torch.cat([global_logits, win_logits.reshape(B, h, n, s)], dim=-1)  # 9. [B, h, n, r' + s]
     probs = softmax_fp32(logits, -1)
     probs = probs.masked_fill(pad[:, None, :, None], 0.0)         # 10. padded queries
-    p_global, p_win = probs.split([r, s], dim=-1)
+    p_global, p_win = probs.split([kbar.shape[2], s], dim=-1)
     ctx = p_global @ vbar + (p_win.reshape(B, h, nt, w, s) @ v_tiles.transpose(-1, -2)).reshape(B, h, n, e)  # 12.
+    if cls is not None:  # 13. the CLS query over [k_c] ∪ {ctx_j : j real}, keys = values = ctx
+        self_logit = (q_c * k_c).sum(-1, keepdim=True)            # [B, h, 1, 1]
+        ctx_logits = (q_c @ ctx.transpose(-1, -2)).masked_fill(pad[:, None, None, :], float("-inf"))
+        p_c = softmax_fp32(torch.cat([self_logit, ctx_logits], -1), -1)  # [B, h, 1, 1 + n]
+        o_c = p_c[..., :1] * v_c + p_c[..., 1:] @ ctx             # [B, h, 1, e]
+        ctx = torch.cat([o_c, ctx], 2)                            # 14. the CLS row first
     return linear(merge_heads(ctx), "W_o")                        # 14.
+
+
+class LongShortAttention(nn.Module):
+    """long_short_attention as a module, parameters registered under the official names (§2.1):
+    W_q, W_k, W_v, W_o (Linear d → d), dual_ln_s, dual_ln_l (LayerNorm d, eps 1e-5), dconv_fc
+    (Linear d → h·r)."""
+
+    def __init__(self, dim, heads, window, rank):
+        super().__init__()
+        self.heads, self.window, self.rank = heads, window, rank
+        self.W_q, self.W_k, self.W_v, self.W_o = (nn.Linear(dim, dim) for _ in range(4))
+        self.dual_ln_s, self.dual_ln_l = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.dconv_fc = nn.Linear(dim, heads * rank)
+
+    def forward(self, x, mask, cls=None):  # x [B, n, d], mask [B, n] bool, cls [B, 1, d] or None
+        return long_short_attention(x, dict(self.named_parameters()), self.heads, self.window, self.rank, mask, cls)
 
 
 def forward_backward(weights, io, meta, dtype):
