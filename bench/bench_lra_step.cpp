@@ -53,6 +53,7 @@
 
 #include "bench_cli.h"
 #include "bench_timing.h"
+#include "machine_probe.h"
 
 namespace {
 
@@ -330,8 +331,10 @@ int run(const Options& opt) {
     return 0;
   }
   lsf::set_num_threads(opt.threads > 0 ? opt.threads : int(std::max(1u, std::thread::hardware_concurrency())));
-  std::printf("{\"meta\": {\"impl\": \"lsformer\", \"version\": \"%s\", \"threads\": %d, \"build_info\": \"%s\"}}\n",
-              lsf::version().c_str(), lsf::get_num_threads(), lsf::bench::json_escape(lsf::build_info()).c_str());
+  std::printf("{\"meta\": {\"impl\": \"lsformer\", \"version\": \"%s\", \"threads\": %d, \"build_info\": \"%s\", "
+              "\"machine\": %s}}\n",
+              lsf::version().c_str(), lsf::get_num_threads(), lsf::bench::json_escape(lsf::build_info()).c_str(),
+              lsf::bench::machine_limits_json(lsf::bench::measure_machine_limits()).c_str());
   std::fflush(stdout);
   if (!opt.filter.empty() && std::string("train/listops").find(opt.filter) == std::string::npos) return 0;
   if (!opt.dump.empty()) dump_case(opt);

@@ -110,26 +110,30 @@ def main():
     lsf_meta, _, _ = run_json([args.bench_lra_step, "--threads", str(args.threads), "--filter", "none-such"], env)
     timing = ["--threads", str(args.threads), "--clock", args.clock, "--sample-time", str(args.sample_time),
               "--min-samples", str(args.min_samples)]
-    rows = {"lsformer": [], "pytorch": []}
+    rows = {"lsformer": [], "pytorch": [], "lsformer_1t": []}
+    metas = {}
     with tempfile.TemporaryDirectory() as tmp:
         dump_dir = args.dump_dir or tmp
         os.makedirs(dump_dir, exist_ok=True)
         check, pt_meta = gate(args, env, dump_dir)
         bench = [args.bench_lra_step] + timing
         torch_cmd = [args.python, os.path.join(HERE, "torch_lra_step.py"), dump_dir, "--no-check"] + timing
+        # Thread scaling (#17): lsformer also on one thread, in the same rounds.
+        single = [args.bench_lra_step, "--threads", "1"] + timing[2:]
         for rnd in range(args.rounds):
-            sides = [("lsformer", bench), ("pytorch", torch_cmd)]
+            sides = [("lsformer", bench), ("pytorch", torch_cmd)] + ([("lsformer_1t", single)] if args.threads > 1 else [])
             if rnd % 2:
                 sides.reverse()
             for impl, cmd in sides:
-                _, out, _ = run_json(cmd, env)
+                meta, out, _ = run_json(cmd, env)
+                metas.setdefault(impl, meta)
                 rows[impl] += [r for r in out if r.get("phase") == "train_step"]
             print(f"round {rnd + 1}/{args.rounds} done", file=sys.stderr, flush=True)
     load_after = loadavg()
 
-    med = {k: statistics.median(r["median_ms"] for r in v) for k, v in rows.items()}
-    best = {k: min(r["min_ms"] for r in v) for k, v in rows.items()}
-    rss = {k: max(r["rss_extra_bytes"] for r in v) for k, v in rows.items()}
+    med = {k: statistics.median(r["median_ms"] for r in v) for k, v in rows.items() if v}
+    best = {k: min(r["min_ms"] for r in v) for k, v in rows.items() if v}
+    rss = {k: max(r["rss_extra_bytes"] for r in v) for k, v in rows.items() if v}
     alloc = max(r["extra_bytes"] for r in rows["lsformer"])
     c = rows["lsformer"][0]
     B = c["batch"]
@@ -156,6 +160,17 @@ def main():
             f"steps** (target ≥ {SPEEDUP_TARGET:.0f}×: {'met' if min(speed, speed_best) >= SPEEDUP_TARGET else 'NOT met'}). "
             "Round medians (ms): lsformer " + ", ".join(fmt_ms(r["median_ms"]) for r in rows["lsformer"]) +
             "; PyTorch " + ", ".join(fmt_ms(r["median_ms"]) for r in rows["pytorch"]) + ".", ""]
+    machine = (metas.get("lsformer") or {}).get("machine")
+    if machine:
+        body += [f"Machine limits, measured by the lsformer process before its steps (`bench/machine_probe.h`, "
+                 f"{machine['threads']} threads): cblas_sgemm {machine['sgemm_size']}³ {machine['sgemm_gflops']:.0f} "
+                 f"GFLOP/s, STREAM triad {machine['triad_gbs']:.1f} GB/s.", ""]
+    if "lsformer_1t" in med:
+        scaling = med["lsformer_1t"] / med["lsformer"]
+        body += [f"Thread scaling (the same rounds, lsformer at 1 thread: median {fmt_ms(med['lsformer_1t'])} ms, "
+                 f"fastest {fmt_ms(best['lsformer_1t'])} ms): 1 → {args.threads} threads **{scaling:.2f}×** on the "
+                 f"medians, {best['lsformer_1t'] / best['lsformer']:.2f}× on the fastest steps (target ≥ 1.8×: "
+                 f"{'met' if scaling >= 1.8 else 'NOT met'}).", ""]
     body += check_lines(check)
     print("\n".join(body))
 
