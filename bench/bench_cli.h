@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <string>
@@ -122,6 +123,16 @@ inline std::string json_escape(const std::string& s) {
     }
   }
   return out;
+}
+
+// A field of /proc/self/status in bytes ("VmRSS", "VmHWM"), -1 when absent: the process's
+// resident and peak resident memory, read the same way by the PyTorch peers.
+inline int64_t proc_status_bytes(const std::string& field) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1)) * 1024;  // kB
+  return -1;
 }
 
 }  // namespace lsf::bench

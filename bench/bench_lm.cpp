@@ -193,17 +193,6 @@ std::vector<Block> make_blocks(const Config& c) {
   return blocks;
 }
 
-// ---- memory of the process ---------------------------------------------------------------------
-
-// A field of /proc/self/status in bytes ("VmRSS", "VmHWM"), -1 when absent.
-int64_t proc_status_bytes(const std::string& field) {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1)) * 1024;  // kB
-  return -1;
-}
-
 // ---- cases -------------------------------------------------------------------------------------
 
 using lsf::bench::Timing;
@@ -234,12 +223,12 @@ void train_case(const Options& opt, const Config& c) {
     lsf::profiler::PhaseScope phase("optimizer");
     adamw.step();
   };
-  const int64_t rss_before = proc_status_bytes("VmRSS");
+  const int64_t rss_before = lsf::bench::proc_status_bytes("VmRSS");
   lsf::reset_peak_memory();
   const int64_t baseline = lsf::memory_stats().current_bytes;
   Timing t = time_call(train_step, opt);
   const lsf::MemoryStats mem = lsf::memory_stats();
-  const int64_t hwm = proc_status_bytes("VmHWM");
+  const int64_t hwm = lsf::bench::proc_status_bytes("VmHWM");
   // LSF_PROFILE=1: ten more steps under the built-in profiler, its table on stderr (after the
   // timing, so the profiler's own cost never reaches the reported times).
   if (lsf::profiler::enable_from_environment()) {

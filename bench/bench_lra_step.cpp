@@ -212,17 +212,6 @@ std::pair<lsf::Tensor, lsf::Tensor> train_step(lsf::lra::LraClassifier& model, l
   return {logits, loss};
 }
 
-// ---- memory of the process ---------------------------------------------------------------------
-
-// A field of /proc/self/status in bytes ("VmRSS", "VmHWM"), -1 when absent.
-int64_t proc_status_bytes(const std::string& field) {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1)) * 1024;  // kB
-  return -1;
-}
-
 // ---- the case ----------------------------------------------------------------------------------
 
 // v with enough digits to read back the same double (the dump's metadata is text).
@@ -240,14 +229,14 @@ void time_case(const Options& opt) {
   const std::vector<Batch> batches = make_batches(model->options().num_classes);
   int64_t steps = 0;
   auto step = [&] { (void)train_step(*model, adamw, batches[size_t(steps++ % kBatches)]); };
-  const int64_t rss_before = proc_status_bytes("VmRSS");
+  const int64_t rss_before = lsf::bench::proc_status_bytes("VmRSS");
   lsf::reset_peak_memory();
   const int64_t baseline = lsf::memory_stats().current_bytes;
   const Timing t = lsf::bench::time_call(step, {.warmup = opt.warmup, .min_samples = opt.min_samples,
                                                 .max_samples = opt.max_samples, .min_sample_ms = opt.min_sample_ms,
                                                 .sample_ms = opt.sample_s * 1e3, .cpu_clock = opt.cpu_clock});
   const lsf::MemoryStats mem = lsf::memory_stats();
-  const int64_t hwm = proc_status_bytes("VmHWM");
+  const int64_t hwm = lsf::bench::proc_status_bytes("VmHWM");
   // After the timing, so the profiler's own cost never reaches the reported times.
   if (lsf::profiler::enable_from_environment()) {
     lsf::profiler::reset();
