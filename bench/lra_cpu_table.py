@@ -92,7 +92,9 @@ def mean_std(values):
     return f"{mean:.1f} ± {100 * statistics.stdev(values):.1f}"
 
 
-def table(out):
+def table(out, seeds):
+    """The table's rows, and the task × attention cells with fewer than `seeds` finished runs."""
+    pending = []
     rows = ["| task | attention | seeds | test acc. % (mean ± std) | dev acc. % | majority (test) % | s / step | peak RSS (GiB) | paper, Table 1 % |",
             "|---|---|---|---|---|---|---|---|---|"]
     found = 0
@@ -100,6 +102,8 @@ def table(out):
         for attention, attention_name in ATTENTIONS:
             runs = sorted(d for d in os.listdir(out)
                           if re.fullmatch(rf"{task}_{attention}_s\d+", d) and os.path.exists(os.path.join(out, d, "summary.json")))
+            if len(runs) < seeds:
+                pending.append(f"{task_name} / {attention_name}: {len(runs)} of {seeds} seeds")
             if not runs:
                 continue
             found += len(runs)
@@ -119,15 +123,19 @@ def table(out):
                         f"{100 * majority:.1f} | {step} | {peak} | {PAPER[(task, attention)]:.2f} |")
     if not found:
         sys.exit(f"lra_cpu_table.py: no finished runs (…/summary.json) under {out}")
-    return rows
+    return rows, pending
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("out", help="the grid's directory (bench/run_lra_cpu.sh's OUT_DIR)")
     p.add_argument("--write", metavar="RESULTS_MD", help="also rewrite the lra-cpu section of this file")
+    p.add_argument("--seeds", type=int, default=3, help="seeds per cell of the whole grid (default 3)")
     args = p.parse_args()
-    rows = table(args.out)
+    rows, pending = table(args.out, args.seeds)
+    if pending:
+        # A partial grid is written as such: the cells still to run are named under the table.
+        rows += ["", "**Partial: the grid is still running.** Cells not finished yet: " + "; ".join(pending) + "."]
     text = "\n".join(rows)
     print(text)
     with open(os.path.join(args.out, "table.md"), "w") as f:

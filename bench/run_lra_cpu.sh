@@ -73,4 +73,5 @@ if [[ " $phases " == *" timing "* ]]; then
 fi
 write=()
 [[ ${WRITE:-0} == 1 ]] && write=(--write bench/RESULTS.md)
-/usr/bin/python3 bench/lra_cpu_table.py "$out" "${write[@]}"
+read -r -a seed_list <<< "$seeds"
+/usr/bin/python3 bench/lra_cpu_table.py "$out" --seeds "${#seed_list[@]}" "${write[@]}"
