@@ -158,8 +158,42 @@ def add_runner_args(p, peer, dump_dir=True, clock_help="wall (default) or cpu ti
                    help="environment variable for both sides, e.g. OMP_WAIT_POLICY=passive (repeatable)")
 
 
+# OpenBLAS core names by the vector width of their sgemm (engine/blas_core.cpp has the same table).
+_BLAS_CORE_LEVEL = {"SkylakeX": 3, "Cooperlake": 3, "SapphireRapids": 3, "Haswell": 2, "Zen": 2, "Excavator": 2,
+                    "Sandybridge": 1, "Bulldozer": 1, "Piledriver": 1, "Steamroller": 1}
+
+
+def blas_core_upgrade(env):
+    """(running, best) when the OpenBLAS that both sides load would pick a core with narrower
+    vectors than this CPU runs (OpenBLAS 0.3.21 falls back to its generic Prescott kernels on
+    CPUs newer than it knows; engine/blas_core.h), else None. Asks a fresh process, since the
+    choice is made when the library loads."""
+    probe = ("import ctypes; l = ctypes.CDLL('libopenblas.so.0'); "
+             "l.openblas_get_corename.restype = ctypes.c_char_p; print(l.openblas_get_corename().decode())")
+    try:
+        running = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env,
+                                 timeout=60).stdout.strip()
+        flags = set()
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except (OSError, subprocess.SubprocessError):
+        return None
+    v4 = {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"} <= flags
+    v3 = {"avx2", "fma", "bmi1", "bmi2", "movbe"} <= flags
+    best = ("Cooperlake" if "avx512_bf16" in flags else "SkylakeX") if v4 else "Haswell" if v3 else ""
+    if running and best and _BLAS_CORE_LEVEL[best] > _BLAS_CORE_LEVEL.get(running, 0):
+        return running, best
+    return None
+
+
 def runner_env(args, tool):
-    """os.environ with every --env NAME=VALUE set; exits with status 2 naming a malformed one."""
+    """os.environ with every --env NAME=VALUE set; exits with status 2 naming a malformed one.
+    Unless OPENBLAS_CORETYPE is set already, it is set (and added to args.env, so the results
+    say so) where OpenBLAS would otherwise run generic kernels on this CPU: both sides then run
+    the kernels OpenBLAS has for it, as the lsf tool does by itself."""
     env = dict(os.environ)
     for item in args.env:
         name, sep, value = item.partition("=")
@@ -167,6 +201,13 @@ def runner_env(args, tool):
             print(f"{tool}: --env expects NAME=VALUE, got {item!r}", file=sys.stderr)
             sys.exit(2)
         env[name] = value
+    if "OPENBLAS_CORETYPE" not in env:
+        upgrade = blas_core_upgrade(env)
+        if upgrade:
+            env["OPENBLAS_CORETYPE"] = upgrade[1]
+            args.env.append(f"OPENBLAS_CORETYPE={upgrade[1]}")
+            print(f"{tool}: OpenBLAS would run its {upgrade[0]} kernels on this CPU; both sides run with "
+                  f"OPENBLAS_CORETYPE={upgrade[1]}", file=sys.stderr)
     return env
 
 

@@ -4,9 +4,11 @@
 
 #include <omp.h>
 
+#include <cstdlib>
 #include <iomanip>
 #include <sstream>
 
+#include "lsformer/engine/blas_core.h"
 #include "lsformer/engine/cuda_api.h"
 #include "lsformer/engine/dispatch.h"
 #include "lsformer/engine/distributed.h"
@@ -26,8 +28,19 @@ std::string build_info() {
   os << "lsformer " << LSF_VERSION_STRING << " (" << LSF_BUILD_TYPE << ", " << LSF_CXX_COMPILER << ")\n"
      << "BLAS:     " << LSF_BLAS_NAME << " — " << openblas_get_config() << " (threading: "
      << (parallel == 0 ? "sequential" : parallel == 1 ? "pthreads" : "OpenMP") << ", "
-     << openblas_get_num_threads() << " threads)\n"
-     << "threads:  " << omp_get_max_threads() << " OpenMP threads (" << omp_get_num_procs()
+     << openblas_get_num_threads() << " threads)\n";
+  // A generic fallback core on a newer CPU (engine/blas_core.h): say so, and how to fix it.
+  const BlasCoreChoice blas = blas_core_choice();
+  if (blas.upgrade) {
+    os << "          OpenBLAS runs its " << blas.running << " kernels, but this CPU runs " << blas.best
+       << "'s (wider vectors, several times the GEMM rate): set OPENBLAS_CORETYPE=" << blas.best
+       << " before starting the program (the lsf tool does this itself)\n";
+  } else if (!blas.forced.empty()) {
+    os << "          OPENBLAS_CORETYPE=" << blas.forced << " (kernels: " << blas.running << ")"
+       << (std::getenv("LSF_BLAS_REEXEC") ? ", set by the lsf tool: OpenBLAS's own choice for this CPU was weaker" : "")
+       << "\n";
+  }
+  os << "threads:  " << omp_get_max_threads() << " OpenMP threads (" << omp_get_num_procs()
      << " processors; set with --threads or OMP_NUM_THREADS)\n"
      << "CUDA:     option LSF_CUDA=" << LSF_CUDA_OPTION << ", ";
   size_t cuda_kernels = 0;

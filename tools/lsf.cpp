@@ -46,6 +46,9 @@ void usage(std::ostream& os) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // OpenBLAS chose its kernels when it was loaded; on a CPU newer than it knows it falls back to
+  // generic ones several times slower. Start again with the right ones (engine/blas_core.h).
+  lsf::reexec_with_best_blas_core(argv);
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     usage(argc < 2 ? std::cerr : std::cout);
     return argc < 2 ? 2 : 0;

@@ -4,6 +4,7 @@
 
 #include "lsformer/engine/anomaly.h"
 #include "lsformer/engine/autograd.h"
+#include "lsformer/engine/blas_core.h"
 #include "lsformer/engine/cuda_api.h"
 #include "lsformer/engine/device.h"
 #include "lsformer/engine/distributed.h"
