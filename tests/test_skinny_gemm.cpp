@@ -102,7 +102,8 @@ void check_case(const Case& cs, bool in_parallel_region) {
 // (96-row tasks); column counts covering 1 … 4 vectors of 2, 4, 8 and 16 lanes and partial ones.
 const int64_t kRows[] = {1, 5, 7, 13, 200};
 const int64_t kCols[] = {1, 3, 8, 17, 33, 64, 65, 100, 256};
-const int64_t kDepths[] = {1, 2, 31, 64, 256};
+// 600: three K chunks (256, 256, 88), the long contraction of a small output.
+const int64_t kDepths[] = {1, 2, 31, 64, 256, 600};
 
 template <typename T>
 void check_all() {
@@ -156,15 +157,34 @@ TEST_CASE("skinny_gemm gives the same bits on one thread and on all", "[matmul][
   REQUIRE(all_threads == one_thread);
 }
 
-TEST_CASE("skinny_gemm takes only small n and k", "[matmul][skinny]") {
-  CHECK(skinny_gemm_applies(16, 256, 256) == (lsf::cpu::skinny_gemm_variants().front() != "baseline"));
+TEST_CASE("skinny_gemm takes only small n, and small k or a small output", "[matmul][skinny]") {
+  const bool vector = lsf::cpu::skinny_gemm_variants().front() != "baseline";
+  CHECK(skinny_gemm_applies(16, 256, 256) == vector);
+  CHECK(skinny_gemm_applies(256, 64, 65536) == vector);  // a weight gradient over every token
   CHECK_FALSE(skinny_gemm_applies(15, 64, 64));  // few rows: OpenBLAS's small kernels
   CHECK_FALSE(skinny_gemm_applies(1000, 257, 64));
   CHECK_FALSE(skinny_gemm_applies(1000, 64, 257));
+  CHECK_FALSE(skinny_gemm_applies(257, 64, 257));
   CHECK_FALSE(skinny_gemm_applies(1000, 0, 64));
   std::vector<float> a(300 * 300), b(300 * 300), c(300 * 300);
   REQUIRE_THROWS_WITH(skinny_gemm(false, false, 4, 300, 8, 1.0f, a.data(), 8, b.data(), 300, 0.0f, c.data(), 300),
                       Catch::Contains("exceed its limits"));
+  REQUIRE_THROWS_WITH(skinny_gemm(false, false, 280, 8, 280, 1.0f, a.data(), 280, b.data(), 8, 0.0f, c.data(), 8),
+                      Catch::Contains("exceed its limits"));
+}
+
+TEST_CASE("skinny_gemm: a long contraction gives the same bits on one thread and on all", "[matmul][skinny]") {
+  // The dispatch splits such a product's K over threads itself (ops/cpu/matmul.cpp); the kernel
+  // alone must not depend on the thread count.
+  const int64_t m = 200, n = 48, k = 3000;
+  const std::vector<float> a = values<float>(size_t(k * m), 6), b = values<float>(size_t(k * n), 7);
+  std::vector<float> all_threads(size_t(m * n)), one_thread(size_t(m * n));
+  skinny_gemm(true, false, m, n, k, 1.0f, a.data(), m, b.data(), n, 0.0f, all_threads.data(), n);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  skinny_gemm(true, false, m, n, k, 1.0f, a.data(), m, b.data(), n, 0.0f, one_thread.data(), n);
+  omp_set_num_threads(threads);
+  REQUIRE(all_threads == one_thread);
 }
 
 TEST_CASE("skinny_gemm is dispatched to only with a vector variant", "[matmul][skinny]") {

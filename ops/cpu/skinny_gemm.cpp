@@ -227,20 +227,27 @@ void set_panel(Product<T>& p, std::vector<T>& storage, bool tb, const T* b, int6
 template <typename T>
 void skinny(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
             int64_t ldb, T beta, T* c, int64_t ldc) {
-  LSF_CHECK(n >= 1 && k >= 1 && n <= kSkinnyMaxN && k <= kSkinnyMaxK)
-      << "skinny_gemm: n = " << n << ", k = " << k << " exceed its limits (1 … " << kSkinnyMaxN << ", 1 … "
-      << kSkinnyMaxK << ")";
+  LSF_CHECK(n >= 1 && k >= 1 && n <= kSkinnyMaxN && (k <= kSkinnyMaxK || m <= kSkinnyMaxRowsLongK))
+      << "skinny_gemm: m = " << m << ", n = " << n << ", k = " << k << " exceed its limits (n in 1 … "
+      << kSkinnyMaxN << "; k in 1 … " << kSkinnyMaxK << ", or any k ≥ 1 for m ≤ " << kSkinnyMaxRowsLongK << ")";
   if (m <= 0) return;
   thread_local std::vector<T> panel_storage;  // reused: no allocation per call
-  Product<T> p{m, n, k, alpha, beta, a, lda, nullptr, 0, c, ldc};
-  set_panel(p, panel_storage, tb, b, ldb);
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   const int64_t tasks = (m + kRowsPerTask - 1) / kRowsPerTask;
-  if (threads > 1 && tasks > 1 && double(m) * double(n) * double(k) >= kMinParallelWork) {
+  const bool parallel =
+      threads > 1 && tasks > 1 && double(m) * double(n) * double(std::min(k, kSkinnyMaxK)) >= kMinParallelWork;
+  // K in chunks of at most kSkinnyMaxK (one chunk for a short K): chunk c's product is summed
+  // into c with beta = 1, the first one with the caller's beta.
+  for (int64_t k0 = 0; k0 < k; k0 += kSkinnyMaxK) {
+    const int64_t kc = std::min(kSkinnyMaxK, k - k0);
+    Product<T> p{m, n, kc, alpha, k0 == 0 ? beta : T(1), ta ? a + k0 * lda : a + k0, lda, nullptr, 0, c, ldc};
+    set_panel(p, panel_storage, tb, tb ? b + k0 : b + k0 * ldb, ldb);
+    if (parallel) {
 #pragma omp parallel for schedule(static)
-    for (int64_t t = 0; t < tasks; ++t) run_rows(p, t * kRowsPerTask, std::min(m, (t + 1) * kRowsPerTask), ta);
-  } else {
-    run_rows(p, 0, m, ta);
+      for (int64_t t = 0; t < tasks; ++t) run_rows(p, t * kRowsPerTask, std::min(m, (t + 1) * kRowsPerTask), ta);
+    } else {
+      run_rows(p, 0, m, ta);
+    }
   }
 }
 
@@ -256,7 +263,7 @@ void skinny_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha
 }
 
 bool skinny_gemm_applies(int64_t m, int64_t n, int64_t k) {
-  return m >= kSkinnyMinRows && n >= 1 && k >= 1 && n <= kSkinnyMaxN && k <= kSkinnyMaxK &&
+  return m >= kSkinnyMinRows && n >= 1 && k >= 1 && n <= kSkinnyMaxN && (k <= kSkinnyMaxK || m <= kSkinnyMaxRowsLongK) &&
          selected_variant().load(std::memory_order_relaxed) != Variant::Baseline;
 }
 

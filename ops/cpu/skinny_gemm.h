@@ -10,7 +10,8 @@
 // is one), each tile of rows of a is read once from memory, and c is written once.
 //
 // Determinism: every c element is the sum over k = 0, 1, …, K−1 in that order (one FMA chain
-// per lane), whatever the row split or thread count.
+// per lane; for K > kSkinnyMaxK one chain per chunk, each chunk's sum added to c in order),
+// whatever the row split or thread count.
 #pragma once
 
 #include <cstdint>
@@ -21,19 +22,28 @@ namespace lsf::cpu {
 
 constexpr int64_t kSkinnyMaxK = 256;
 constexpr int64_t kSkinnyMaxN = 256;
+// A longer contraction is taken when the output is small (at most this many rows, n ≤
+// kSkinnyMaxN): the weight gradient dW = dyᵀ·x summed over every token (K = B·n) and the
+// compression P·K (K = n). K then runs in chunks of kSkinnyMaxK, each chunk's op(b) rows an
+// L2-resident panel and c (small) summed into between chunks. OpenBLAS packs all of both
+// operands for such products and reached 60-100 GFLOP/s on them where this reaches about twice
+// that (bench/RESULTS.md).
+constexpr int64_t kSkinnyMaxRowsLongK = 256;
 // Below this many rows OpenBLAS's own small-matrix kernels are faster (measured for
 // 8 × 16 × 32 products: 1.5×); from 16 rows on the kernel here is level with them or ahead.
 constexpr int64_t kSkinnyMinRows = 16;
 
-// Whether the GEMM dispatch sends this product to skinny_gemm (which itself takes any m): small
-// n and k, at least kSkinnyMinRows rows, and a vector variant selected (x86-64-v3 or v4; the
-// baseline variant, SSE2 without FMA, runs at a quarter of v3's rate and loses to OpenBLAS).
+// Whether the GEMM dispatch sends this product to skinny_gemm: small n, small k (any m) or a
+// small output (m ≤ kSkinnyMaxRowsLongK, any k), at least kSkinnyMinRows rows, and a vector
+// variant selected (x86-64-v3 or v4; the baseline variant, SSE2 without FMA, runs at a quarter
+// of v3's rate and loses to OpenBLAS).
 bool skinny_gemm_applies(int64_t m, int64_t n, int64_t k);
 
 // c[i, j] = alpha · Σ_k a(i, k) · b(k, j) + beta · c[i, j] for i < m, j < n, where
 // a(i, k) = a[ta ? k·lda + i : i·lda + k] and b(k, j) = b[tb ? j·ldb + k : k·ldb + j], c[i·ldc + j];
 // beta = 0 writes c without reading it (BLAS semantics: NaN in c does not propagate).
-// Requires 1 ≤ n ≤ kSkinnyMaxN and 1 ≤ k ≤ kSkinnyMaxK (else lsf::Error). Called outside a
+// Requires 1 ≤ n ≤ kSkinnyMaxN, k ≥ 1, and k ≤ kSkinnyMaxK or m ≤ kSkinnyMaxRowsLongK (else
+// lsf::Error). Called outside a
 // parallel region it splits the rows over the OpenMP threads; inside one it runs on the calling
 // thread.
 void skinny_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
