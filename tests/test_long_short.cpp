@@ -61,7 +61,18 @@ struct CoreCase {
   bool self_slot = false;
   std::vector<int64_t> real_len;  // empty: no mask
   int64_t block = 0;
+  // Padded ranges [first, last) inside every example as well (real_len must be given): whole
+  // padded segments between real ones, which the kernels skip.
+  std::vector<std::pair<int64_t, int64_t>> holes = {};
 };
+
+// pad_mask with the case's holes padded too.
+Tensor case_mask(const CoreCase& c) {
+  Tensor mask = pad_mask(c.B, c.n, c.real_len);
+  for (int64_t b = 0; b < c.B; ++b)
+    for (auto [first, last] : c.holes) mask.select(0, b).narrow(0, first, last - first).fill_(0.0);
+  return mask;
+}
 
 struct CoreInputs {
   Tensor q, k, v, kb, vb, mask;
@@ -76,7 +87,7 @@ CoreInputs core_inputs(const CoreCase& c, DType dtype, uint64_t seed, bool grad)
     in.kb = randn_t({c.B, c.h, c.R, c.e}, seed + 3, dtype);
     in.vb = randn_t({c.B, c.h, c.R, c.e}, seed + 4, dtype);
   }
-  if (!c.real_len.empty()) in.mask = pad_mask(c.B, c.n, c.real_len);
+  if (!c.real_len.empty()) in.mask = case_mask(c);
   if (grad)
     for (Tensor* t : {&in.q, &in.k, &in.v, &in.kb, &in.vb})
       if (t->defined()) t->requires_grad_(true);
@@ -108,6 +119,10 @@ const std::vector<CoreCase> kCoreCases = {
     {2, 2, 96, 4, 3, 4, false, {96, 50}, 8},   // many blocks: the cross-block merge of dK/dV
     {1, 1, 60, 3, 0, 1, false, {57}, 1},       // w = 1 with one-token blocks (L = 2ext)
     {1, 2, 90, 5, 2, 6, false, {}, 12},        // even w > 2, several blocks
+    // Padded segments between real ones inside a block of 12 queries (skipped by the kernels,
+    // the window then reloaded, not slid): whole segments 4-7 and 16-23, a partial one at 29,
+    // the tail from 44.
+    {2, 2, 48, 3, 2, 4, false, {48, 44}, 12, {{4, 8}, {16, 24}, {29, 30}}},
 };
 
 }  // namespace

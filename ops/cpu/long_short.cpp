@@ -307,6 +307,14 @@ void load_window(Scratch<T>& sc, const T* kh, const T* vh, const uint8_t* mb, in
   if (values) transpose_into(sc.vt.data(), sc.ld, d.R + u0, sc.vrow.data() + d.R + u0, d.s - u0, d.e);
 }
 
+// Whether the seg queries from t0 are all padding (mask 0): such a segment's rows are zero and
+// it contributes to no gradient, so the kernels skip it (LRA batches are often 40% padding).
+inline bool all_padded(const uint8_t* mb, int64_t t0, int64_t seg) {
+  for (int64_t i = 0; i < seg; ++i)
+    if (mb[t0 + i] != 0) return false;
+  return true;
+}
+
 // The global slots of one (batch, head): rows and transposed columns (once per task).
 template <typename T>
 void load_global(Scratch<T>& sc, const T* kb, const T* vb, const Dims& d, bool values) {
@@ -490,7 +498,9 @@ void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const T
 #pragma omp parallel if (parallel)
   {
     Scratch<T> sc(d);
-#pragma omp for schedule(static)
+    // Dynamic: blocks of padding cost nothing, so equal counts of blocks are unequal work. Each
+    // task writes its own rows, so the result does not depend on which thread ran it.
+#pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < tasks; ++task) {
       const int64_t bh = task / d.nblocks, c = task % d.nblocks, b = bh / d.h;
       const T* kb = KB + bh * d.R * e;
@@ -499,8 +509,16 @@ void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const T
       const T* vh = V + bh * d.n * e;
       const uint8_t* mb = M + b * d.n;
       load_global(sc, kb, vb, d, false);
+      bool slide = false;  // the window scratch holds the previous segment's keys
       for (int64_t t0 = c * d.L; t0 < c * d.L + d.rows(c); t0 += d.seg) {
-        load_window(sc, kh, vh, mb, t0, d, false, t0 > c * d.L);
+        if (all_padded(mb, t0, d.seg)) {  // only padded queries: zero rows, nothing to compute
+          std::fill(O + (bh * d.n + t0) * e, O + (bh * d.n + t0 + d.seg) * e, T(0));
+          std::fill(LSE + bh * d.n + t0, LSE + bh * d.n + t0 + d.seg, std::numeric_limits<T>::infinity());
+          slide = false;
+          continue;
+        }
+        load_window(sc, kh, vh, mb, t0, d, false, slide);
+        slide = true;
         forward_segment<T>(d, sc, Q + (bh * d.n + t0) * e, vb, vh, mb, O + (bh * d.n + t0) * e, LSE + bh * d.n + t0, t0,
                         uint64_t((bh * d.n + t0) * S), drop);
       }
@@ -543,7 +561,7 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
   {
     Scratch<T> sc(d);
     std::vector<T> band_k(want_kv ? size_t(band * e) : 0), band_v(band_k.size());
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic)  // as in the forward: each task writes its own partials
     for (int64_t task = 0; task < tasks; ++task) {
       const int64_t bh = task / nb, c = task % nb, b = bh / d.h, Lc = d.rows(c);
       const int64_t band0 = c * d.L - d.ext;  // key index of band row 0
@@ -563,8 +581,15 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
         std::fill(band_v.begin(), band_v.begin() + (Lc + ext2) * e, T(0));
       }
       load_global(sc, kb, vb, d, true);
+      bool slide = false;
       for (int64_t t0 = c * d.L; t0 < c * d.L + Lc; t0 += d.seg) {
-        load_window(sc, kh, vh, mb, t0, d, true, t0 > c * d.L);
+        if (all_padded(mb, t0, d.seg)) {  // padded queries (p = 0) send no gradient anywhere
+          if (want_q) std::fill(DQ + (bh * d.n + t0) * e, DQ + (bh * d.n + t0 + d.seg) * e, T(0));
+          slide = false;
+          continue;
+        }
+        load_window(sc, kh, vh, mb, t0, d, true, slide);
+        slide = true;
         backward_segment<T>(d, sc, Q + (bh * d.n + t0) * e, DO + (bh * d.n + t0) * e, kb, kh, mb, LSE + bh * d.n + t0, t0,
                          uint64_t((bh * d.n + t0) * S), drop, want_q ? DQ + (bh * d.n + t0) * e : nullptr, pk, pv,
                          want_kv ? band_k.data() + (t0 - d.ext - band0) * e : nullptr,
