@@ -36,6 +36,7 @@
 #include "lsformer/ops/loss.h"
 #include "lsformer/ops/matmul.h"
 #include "lsformer/ops/optim_update.h"
+#include "lsformer/ops/pack.h"
 #include "lsformer/ops/pool.h"
 #include "lsformer/ops/reduce.h"
 #include "lsformer/ops/shape.h"
