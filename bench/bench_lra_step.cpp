@@ -61,7 +61,7 @@ constexpr uint64_t kSeed = 1234;      // the ListOps config's train.seed
 constexpr int64_t kBatches = 4;       // distinct batches the timed steps cycle through
 constexpr int64_t kBatch = 32;        // examples per step
 constexpr int64_t kLength = 2048;     // n: every batch padded to it
-constexpr int64_t kMinReal = 500;     // real tokens per example: uniform in [kMinReal, kLength]
+constexpr int64_t kMinReal = 500;     // default --min-real: real tokens per example uniform in [min_real, kLength]
 constexpr int64_t kDataVocab = 16;    // ListOps token ids (0 = padding), data/listops.h
 constexpr int kProfileSteps = 5;      // LSF_PROFILE=1: steps under the profiler after the timing
 
@@ -79,6 +79,8 @@ struct Options {
   bool cpu_clock = false;
   bool list = false;
   std::string dump;
+  int64_t min_real = kMinReal;  // real tokens per example: uniform in [min_real, kLength]
+  bool padded = false;          // the model's padded path (LraModelOptions::packed = false)
 };
 
 using Flag = lsf::bench::Flag<Options>;
@@ -93,6 +95,17 @@ const std::vector<Flag>& flags() {
          "write the initial weights, the batches, and one step's loss, gradients and updated parameters to DIR "
          "(no timing)",
          [](Options& o, const std::string& v) { o.dump = v; }},
+        {"--min-real", "N",
+         "real tokens per example uniform in [N, 2048] (default 500; 2048: no padding)",
+         [](Options& o, const std::string& v) {
+           o.min_real = std::stoll(v);
+           if (o.min_real < 1 || o.min_real > kLength)
+             throw std::invalid_argument("--min-real expects an integer in [1, 2048], got " + v);
+         }},
+        {"--padded", nullptr,
+         "run the model's padded path (every position-wise layer on all 2048 positions, as the official "
+         "code) instead of the packed one (real tokens only)",
+         [](Options& o, const std::string&) { o.padded = true; }},
     };
     t.insert(t.end(), own.begin(), own.end());
     return t;
@@ -101,7 +114,7 @@ const std::vector<Flag>& flags() {
 }
 
 // configs/lra/listops_ls.json's model, dropout 0.
-lsf::lra::LraModelOptions model_options() {
+lsf::lra::LraModelOptions model_options(const Options& opt) {
   lsf::lra::LraModelOptions o;
   o.vocab_size = 512;
   o.max_seq_len = kLength;
@@ -117,21 +130,22 @@ lsf::lra::LraModelOptions model_options() {
   o.attention_dropout = 0.0;
   o.pooling = lsf::lra::Pooling::Cls;
   o.head_hidden = 128;
+  o.packed = !opt.padded;
   return o;
 }
 
 // The configuration's JSON fields.
-std::string config_fields(const lsf::lra::LraModelOptions& o) {
+std::string config_fields(const lsf::lra::LraModelOptions& o, int64_t min_real) {
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "\"batch\": %lld, \"n\": %lld, \"dim\": %lld, \"heads\": %lld, \"layers\": %lld, \"ffn_dim\": %lld, "
                 "\"vocab_size\": %lld, \"window\": %lld, \"rank\": %lld, \"num_classes\": %lld, \"pooling\": \"%s\", "
                 "\"head_hidden\": %lld, \"min_real\": %lld, \"lr\": %g, \"beta1\": %g, \"beta2\": %g, \"eps\": %g, "
-                "\"weight_decay\": %g",
+                "\"weight_decay\": %g, \"packed\": %s",
                 (long long)kBatch, (long long)kLength, (long long)o.dim, (long long)o.heads, (long long)o.layers,
                 (long long)o.ffn_dim, (long long)o.vocab_size, (long long)o.window, (long long)o.rank,
                 (long long)o.num_classes, lsf::lra::to_string(o.pooling), (long long)o.head_hidden,
-                (long long)kMinReal, kLr, kBeta1, kBeta2, kEps, kWeightDecay);
+                (long long)min_real, kLr, kBeta1, kBeta2, kEps, kWeightDecay, o.packed ? "true" : "false");
   return buf;
 }
 
@@ -151,9 +165,9 @@ void gate_init(lsf::lra::LraClassifier& model) {
   }
 }
 
-std::unique_ptr<lsf::lra::LraClassifier> make_model() {
+std::unique_ptr<lsf::lra::LraClassifier> make_model(const Options& opt) {
   lsf::manual_seed(kSeed);
-  auto model = std::make_unique<lsf::lra::LraClassifier>(model_options());
+  auto model = std::make_unique<lsf::lra::LraClassifier>(model_options(opt));
   gate_init(*model);
   model->train();  // dropout is 0: the same function as eval, and the mode a training step runs in
   return model;
@@ -170,16 +184,16 @@ struct Batch {
   lsf::Tensor labels;  // [B] i64 in [0, num_classes)
 };
 
-// Batch k: per example a real length uniform in [kMinReal, kLength], ids uniform in [1, 16) up to
+// Batch k: per example a real length uniform in [min_real, kLength], ids uniform in [1, 16) up to
 // it, 0 after it; a label uniform in [0, classes). Drawn from std::mt19937_64's raw output (its
 // sequence is fixed by the standard; the distributions of <random> are not).
-Batch make_batch(int64_t k, int64_t classes) {
+Batch make_batch(int64_t k, int64_t classes, int64_t min_real) {
   std::mt19937_64 rng(kSeed + 100 + uint64_t(k));
   std::vector<int64_t> tokens(size_t(kBatch * kLength), 0);
   std::vector<int64_t> labels(size_t(kBatch), 0);
   std::vector<uint8_t> mask(size_t(kBatch * kLength), 0);
   for (int64_t b = 0; b < kBatch; ++b) {
-    const int64_t real = kMinReal + int64_t(rng() % uint64_t(kLength - kMinReal + 1));
+    const int64_t real = min_real + int64_t(rng() % uint64_t(kLength - min_real + 1));
     for (int64_t t = 0; t < real; ++t) {
       tokens[size_t(b * kLength + t)] = 1 + int64_t(rng() % uint64_t(kDataVocab - 1));
       mask[size_t(b * kLength + t)] = 1;
@@ -190,9 +204,9 @@ Batch make_batch(int64_t k, int64_t classes) {
           lsf::tensor(labels, {kBatch})};
 }
 
-std::vector<Batch> make_batches(int64_t classes) {
+std::vector<Batch> make_batches(int64_t classes, int64_t min_real) {
   std::vector<Batch> batches;
-  for (int64_t k = 0; k < kBatches; ++k) batches.push_back(make_batch(k, classes));
+  for (int64_t k = 0; k < kBatches; ++k) batches.push_back(make_batch(k, classes, min_real));
   return batches;
 }
 
@@ -224,9 +238,9 @@ std::string exact(double v) {
 using lsf::bench::Timing;
 
 void time_case(const Options& opt) {
-  auto model = make_model();
+  auto model = make_model(opt);
   lsf::optim::AdamW adamw = make_optimizer(*model);
-  const std::vector<Batch> batches = make_batches(model->options().num_classes);
+  const std::vector<Batch> batches = make_batches(model->options().num_classes, opt.min_real);
   int64_t steps = 0;
   auto step = [&] { (void)train_step(*model, adamw, batches[size_t(steps++ % kBatches)]); };
   const int64_t rss_before = lsf::bench::proc_status_bytes("VmRSS");
@@ -252,7 +266,7 @@ void time_case(const Options& opt) {
               "\"inner\": %d, \"threads\": %d, \"clock\": \"%s\", \"samples_per_s\": %.4f, "
               "\"best_samples_per_s\": %.4f, \"steps\": %lld, \"peak_bytes\": %lld, \"baseline_bytes\": %lld, "
               "\"extra_bytes\": %lld, \"rss_before_bytes\": %lld, \"rss_peak_bytes\": %lld, \"rss_extra_bytes\": %lld}\n",
-              config_fields(model->options()).c_str(), double(real) / double(kBatches * kBatch * kLength),
+              config_fields(model->options(), opt.min_real).c_str(), double(real) / double(kBatches * kBatch * kLength),
               t.median_ms, t.min_ms, t.max_ms, t.samples, t.inner, lsf::get_num_threads(),
               opt.cpu_clock ? "cpu" : "wall", double(kBatch) / (t.median_ms * 1e-3),
               double(kBatch) / (t.min_ms * 1e-3), (long long)steps, (long long)mem.peak_bytes, (long long)baseline,
@@ -262,10 +276,10 @@ void time_case(const Options& opt) {
 }
 
 void dump_case(const Options& opt) {
-  auto model = make_model();
+  auto model = make_model(opt);
   lsf::optim::AdamW adamw = make_optimizer(*model);
   const lsf::lra::LraModelOptions& o = model->options();
-  const std::vector<Batch> batches = make_batches(o.num_classes);
+  const std::vector<Batch> batches = make_batches(o.num_classes, opt.min_real);
   std::filesystem::create_directories(opt.dump);
   const lsf::Metadata meta = {{"case", "train/listops"},
                               {"batch", std::to_string(kBatch)},
@@ -282,7 +296,7 @@ void dump_case(const Options& opt) {
                               {"rank", std::to_string(o.rank)},
                               {"pooling", lsf::lra::to_string(o.pooling)},
                               {"head_hidden", std::to_string(o.head_hidden)},
-                              {"min_real", std::to_string(kMinReal)},
+                              {"min_real", std::to_string(opt.min_real)},
                               {"lr", exact(kLr)},
                               {"beta1", exact(kBeta1)},
                               {"beta2", exact(kBeta2)},

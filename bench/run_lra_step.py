@@ -47,13 +47,23 @@ def parse_args():
     p.add_argument("--rounds", type=int, default=5, help="alternating rounds (default 5)")
     p.add_argument("--sample-time", type=float, default=10.0, help="sampling seconds per process (default 10)")
     p.add_argument("--min-samples", type=int, default=5, help="at least this many timed steps per process (default 5)")
+    p.add_argument("--min-real", type=int, default=500,
+                   help="real tokens per example uniform in [N, 2048] (default 500; 2048: no padding)")
+    p.add_argument("--padded", action="store_true",
+                   help="lsformer runs its padded path (every position computed, as the PyTorch peer does) "
+                        "instead of the packed one (real tokens only)")
     add_runner_args(p, "torch_lra_step.py")
     return p.parse_args()
 
 
+def lsf_case(args):
+    """bench_lra_step's flags for the case: the padding and lsformer's path."""
+    return ["--min-real", str(args.min_real)] + (["--padded"] if args.padded else [])
+
+
 def gate(args, env, dump_dir):
     """Dump, then the PyTorch check; returns (check row, PyTorch meta). Raises when it fails."""
-    run_json([args.bench_lra_step, "--threads", str(args.threads), "--dump", dump_dir], env)
+    run_json([args.bench_lra_step, "--threads", str(args.threads), "--dump", dump_dir] + lsf_case(args), env)
     cmd = [args.python, os.path.join(HERE, "torch_lra_step.py"), dump_dir, "--threads", str(args.threads), "--no-time"]
     pt_meta, rows, rc = run_json(cmd, env, allow_fail=True)
     check = next((r for r in rows if "check" in r), None)
@@ -116,10 +126,10 @@ def main():
         dump_dir = args.dump_dir or tmp
         os.makedirs(dump_dir, exist_ok=True)
         check, pt_meta = gate(args, env, dump_dir)
-        bench = [args.bench_lra_step] + timing
+        bench = [args.bench_lra_step] + timing + lsf_case(args)
         torch_cmd = [args.python, os.path.join(HERE, "torch_lra_step.py"), dump_dir, "--no-check"] + timing
         # Thread scaling (#17): lsformer also on one thread, in the same rounds.
-        single = [args.bench_lra_step, "--threads", "1"] + timing[2:]
+        single = [args.bench_lra_step, "--threads", "1"] + timing[2:] + lsf_case(args)
         for rnd in range(args.rounds):
             sides = [("lsformer", bench), ("pytorch", torch_cmd)] + ([("lsformer_1t", single)] if args.threads > 1 else [])
             if rnd % 2:
@@ -143,7 +153,9 @@ def main():
             f"long-short attention w {c['window']}, r {c['rank']}, CLS pooling in the last layer, head "
             f"{c['head_hidden']} → {c['num_classes']}, vocabulary {c['vocab_size']}; batch {B}, every batch padded to "
             f"n = {c['n']} with seeded real lengths in [{c['min_real']}, {c['n']}] ({100 * c['real_fraction']:.0f}% of "
-            "the positions real), 4 batches cycled; dropout 0; one step = zero grads, forward, cross-entropy, "
+            "the positions real), 4 batches cycled; lsformer on its "
+            f"{'packed path (embeddings, LayerNorms, projections and MLP on the real tokens only; the attention core on the padded layout)' if c.get('packed', False) else 'padded path (every position computed, as the PyTorch peer)'}"
+            "; dropout 0; one step = zero grads, forward, cross-entropy, "
             f"backward, AdamW (lr {c['lr']:g}, betas ({c['beta1']:g}, {c['beta2']:g}), eps {c['eps']:g}, weight decay "
             f"{c['weight_decay']:g}). "
             f"{args.rounds} rounds of one process per side (alternating which runs first), each timing ≥ "

@@ -54,14 +54,9 @@ LongShortAttention::LongShortAttention(const LongShortOptions& o) : Attention(kN
   if (o.rank > 0) dconv_fc = register_module("dconv_fc", std::make_shared<Linear>(o.dim, o.heads * o.rank));
 }
 
-Tensor LongShortAttention::forward(const Tensor& x, const AttentionArgs& args) {
-  ::lsf::nn::ModuleScope call_site(*this);
-  profiler::PhaseScope phase("attention");
+void LongShortAttention::check_args(const Tensor& x, const AttentionArgs& args, int64_t n) const {
   const LongShortOptions& o = options_;
-  LSF_CHECK(x.defined()) << kName << ": the input x is undefined";
-  LSF_CHECK(x.dim() == 3 && x.size(2) == o.dim)
-      << kName << ": x must be [B, n, d] with d = " << o.dim << ", got shape " << x.shape();
-  const int64_t B = x.size(0), n = x.size(1), h = o.heads, e = o.dim / o.heads, r = o.rank, w = o.window;
+  const int64_t w = o.window, r = o.rank;
   LSF_CHECK(!args.memory.defined()) << kName << ": a memory was passed, but the bidirectional attention has none "
                                     << "(memory shape " << args.memory.shape() << "); use the causal attention";
   LSF_CHECK(!args.relative_positions.defined() && !args.chunk_positions.defined())
@@ -72,12 +67,26 @@ Tensor LongShortAttention::forward(const Tensor& x, const AttentionArgs& args) {
   LSF_CHECK(w == 0 || n % w == 0) << kName << ": the sequence length n = " << n
                                   << " must be a multiple of the window w = " << w
                                   << " (pad the input to a multiple of w), x shape " << x.shape();
-  const bool cls = args.cls.defined();
-  LSF_CHECK(w > 0 || r > 0 || cls) << kName << ": window = 0 and rank = 0 leave no key slots without a CLS; "
-                                   << "pass args.cls or set window or rank > 0";
-  if (cls) {
-    LSF_CHECK(args.cls.dim() == 3 && args.cls.size(0) == B && args.cls.size(1) == 1 && args.cls.size(2) == o.dim)
-        << kName << ": cls must be [B, 1, d] = {" << B << ", 1, " << o.dim << "}, got " << args.cls.shape();
+  LSF_CHECK(w > 0 || r > 0 || args.cls.defined())
+      << kName << ": window = 0 and rank = 0 leave no key slots without a CLS; pass args.cls or set window or rank > 0";
+  if (args.cls.defined()) {
+    LSF_CHECK(args.cls.dim() == 3 && args.cls.size(1) == 1 && args.cls.size(2) == o.dim)
+        << kName << ": cls must be [B, 1, d] with d = " << o.dim << ", got " << args.cls.shape();
+  }
+}
+
+Tensor LongShortAttention::forward(const Tensor& x, const AttentionArgs& args) {
+  ::lsf::nn::ModuleScope call_site(*this);
+  profiler::PhaseScope phase("attention");
+  const LongShortOptions& o = options_;
+  LSF_CHECK(x.defined()) << kName << ": the input x is undefined";
+  LSF_CHECK(x.dim() == 3 && x.size(2) == o.dim)
+      << kName << ": x must be [B, n, d] with d = " << o.dim << ", got shape " << x.shape();
+  const int64_t B = x.size(0), n = x.size(1), h = o.heads, e = o.dim / o.heads;
+  check_args(x, args, n);
+  if (args.cls.defined()) {
+    LSF_CHECK(args.cls.size(0) == B) << kName << ": cls must be [B, 1, d] = {" << B << ", 1, " << o.dim << "}, got "
+                                     << args.cls.shape();
   }
   const Tensor& mask = args.mask;
   if (mask.defined()) {
@@ -85,7 +94,6 @@ Tensor LongShortAttention::forward(const Tensor& x, const AttentionArgs& args) {
         << kName << ": mask must be a bool tensor [B, n] = {" << B << ", " << n << "} (true for real tokens), got "
         << mask.dtype() << " of shape " << mask.shape();
   }
-
   const double scale = 1.0 / std::sqrt(double(e));
 
   // Steps 1–2: queries; LN_L-normalised keys and values. K and V are made [B, h, n, e]-contiguous
@@ -95,19 +103,10 @@ Tensor LongShortAttention::forward(const Tensor& x, const AttentionArgs& args) {
   Tensor q = mul(split_heads(W_q->forward(x), h), scale);
   Tensor k = split_heads(dual_ln_l->forward(W_k->forward(x)), h).contiguous();
   Tensor v = split_heads(dual_ln_l->forward(W_v->forward(x)), h).contiguous();
-
-  // Steps 3–4: projection weights (softmax over tokens, padding masked) and compressed K̄, V̄.
-  TensorList kbar_parts, vbar_parts;
-  Tensor qc, kc, vc;
-  if (cls) {  // step 5: the CLS's raw key and value (no LN_L) join the global slots, first
-    qc = mul(split_heads(W_q->forward(args.cls), h), scale);
-    kc = split_heads(W_k->forward(args.cls), h);
-    vc = split_heads(W_v->forward(args.cls), h);
-    kbar_parts.push_back(kc);
-    vbar_parts.push_back(vc);
-  }
-  if (r > 0) {
-    Tensor logits = dconv_fc->forward(x);  // [B, n, h·r]
+  // Step 3's logits [B, n, h·r], padding −∞.
+  Tensor logits;
+  if (o.rank > 0) {
+    logits = dconv_fc->forward(x);
     if (mask.defined()) {
       // Padding as an additive [B, n, 1] bias of 0 / −∞ (x + 0 = x exactly): unlike masked_fill
       // on the [B, n, h·r] logits, its backward is the identity, no pass over the gradient (the
@@ -116,7 +115,64 @@ Tensor LongShortAttention::forward(const Tensor& x, const AttentionArgs& args) {
                                     -std::numeric_limits<double>::infinity());
       logits = add(logits, pad_bias);
     }
-    Tensor p = softmax(logits, 1).view({B, n, h, r}).permute({0, 2, 3, 1});  // P [B, h, r, n]
+  }
+  Tensor oc;
+  Tensor context = attend(q, k, v, logits, mask, args.cls, &oc);  // [B, h, n, e]
+  // Step 14: the CLS row first.
+  return W_o->forward(merge_heads(args.cls.defined() ? cat({oc, context}, 2) : context));
+}
+
+Tensor LongShortAttention::forward_packed(const Tensor& x, const PackedSequences& packed, const AttentionArgs& args) {
+  ::lsf::nn::ModuleScope call_site(*this);
+  profiler::PhaseScope phase("attention");
+  const LongShortOptions& o = options_;
+  LSF_CHECK(x.defined()) << kName << ": the input x is undefined";
+  LSF_CHECK(x.dim() == 2 && x.size(0) == packed.total && x.size(1) == o.dim)
+      << kName << ": packed x must be [T, d] with T = " << packed.total << " (the layout's real tokens) and d = "
+      << o.dim << ", got shape " << x.shape();
+  LSF_CHECK(!args.mask.defined()) << kName << ": forward_packed takes the mask from the packed layout; leave "
+                                  << "args.mask undefined";
+  const int64_t B = packed.batch, h = o.heads, e = o.dim / o.heads;
+  check_args(x, args, packed.length);
+  if (args.cls.defined()) {
+    LSF_CHECK(args.cls.size(0) == B) << kName << ": cls must be [B, 1, d] = {" << B << ", 1, " << o.dim << "}, got "
+                                     << args.cls.shape();
+  }
+  const double scale = 1.0 / std::sqrt(double(e));
+  // Steps 1–2 on the T real rows, then into the head layout (one copy each, as the padded path's
+  // .contiguous()), padding zero.
+  Tensor q = unpack_sequences(mul(W_q->forward(x), scale), packed, h);
+  Tensor k = unpack_sequences(dual_ln_l->forward(W_k->forward(x)), packed, h);
+  Tensor v = unpack_sequences(dual_ln_l->forward(W_v->forward(x)), packed, h);
+  // Step 3's logits: −∞ at padding, so its softmax over the tokens gives padding p = 0.
+  Tensor logits;
+  if (o.rank > 0)
+    logits = unpack_sequences(dconv_fc->forward(x), packed, 0, -std::numeric_limits<double>::infinity());
+  Tensor oc;
+  Tensor context = attend(q, k, v, logits, packed.mask, args.cls, &oc);  // [B, h, n, e]
+  Tensor rows = pack_sequences(context, packed, h);                      // [T, d]
+  if (args.cls.defined()) rows = cat({merge_heads(oc).view({B, o.dim}), rows}, 0);  // [B + T, d]
+  return W_o->forward(rows);
+}
+
+Tensor LongShortAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& proj_logits,
+                                  const Tensor& mask, const Tensor& cls, Tensor* cls_out) {
+  const LongShortOptions& o = options_;
+  const int64_t B = q.size(0), n = q.size(2), h = o.heads, e = o.dim / o.heads, r = o.rank, w = o.window;
+  const double scale = 1.0 / std::sqrt(double(e));
+
+  // Steps 3–4: projection weights (softmax over tokens, padding masked) and compressed K̄, V̄.
+  TensorList kbar_parts, vbar_parts;
+  Tensor qc, kc, vc;
+  if (cls.defined()) {  // step 5: the CLS's raw key and value (no LN_L) join the global slots, first
+    qc = mul(split_heads(W_q->forward(cls), h), scale);
+    kc = split_heads(W_k->forward(cls), h);
+    vc = split_heads(W_v->forward(cls), h);
+    kbar_parts.push_back(kc);
+    vbar_parts.push_back(vc);
+  }
+  if (r > 0) {
+    Tensor p = softmax(proj_logits, 1).view({B, n, h, r}).permute({0, 2, 3, 1});  // P [B, h, r, n]
     // P·K and P·V as one product of P (broadcast) with the stack [K, V]: dP is then a single
     // GEMM written straight in P's memory layout (matmul sums over the broadcast dim), so no
     // autograd sum of two dP's and no transposing copy before the softmax backward.
@@ -160,14 +216,9 @@ Tensor LongShortAttention::forward(const Tensor& x, const AttentionArgs& args) {
     capture(this, "attention", long_short_attention_probabilities(q, k, kbar, mask, core));
     capture(this, "context", context);
   }
-
   // Step 13: the CLS query attends over [k_c] ∪ {C_j : j real}, keys = values = C, no dropout.
-  Tensor all = context;
-  if (cls) {
-    Tensor oc = global_token_update(qc, kc, vc, context, mask);  // [B, h, 1, e]
-    all = cat({oc, context}, 2);                                 // step 14: CLS row first
-  }
-  return W_o->forward(merge_heads(all));
+  if (cls.defined()) *cls_out = global_token_update(qc, kc, vc, context, mask);  // [B, h, 1, e]
+  return context;
 }
 
 std::string LongShortAttention::extra_repr() const {

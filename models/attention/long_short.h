@@ -33,6 +33,7 @@
 #include "lsformer/models/attention/attention.h"
 #include "lsformer/models/nn/layer_norm.h"
 #include "lsformer/models/nn/linear.h"
+#include "lsformer/ops/pack.h"
 
 namespace lsf::nn {
 
@@ -51,6 +52,13 @@ class LongShortAttention : public Attention {
  public:
   explicit LongShortAttention(const LongShortOptions& options);
   Tensor forward(const Tensor& x, const AttentionArgs& args = {}) override;
+  // The same layer on packed sequences (ops/pack.h): x [T, d], the real tokens of the batch
+  // whose layout is `packed`, → [T, d]; with args.cls [B, 1, d] → [B + T, d], the B updated
+  // CLS rows first. The projections and LayerNorms run on the T real rows only; the core runs
+  // on the [B, h, n, e] layout (padding zero, masked by packed.mask). args.mask must be left
+  // undefined (the layout carries it). The real tokens' outputs are forward's on the padded
+  // batch.
+  Tensor forward_packed(const Tensor& x, const PackedSequences& packed, const AttentionArgs& args = {});
   std::string extra_repr() const override;
 
   const LongShortOptions& options() const { return options_; }
@@ -60,6 +68,14 @@ class LongShortAttention : public Attention {
   std::shared_ptr<LayerNorm> dual_ln_s, dual_ln_l;
 
  private:
+  // Steps 3–13 from the projected tensors: q, k, v [B, h, n, e] (q scaled, k and v after LN_L,
+  // zero or anything at padding), proj_logits [B, n, h·r] (padding −∞) or undefined (r = 0),
+  // mask [B, n] or undefined, cls [B, 1, d] or undefined → context [B, h, n, e]; with a CLS,
+  // *cls_out = its update [B, h, 1, e].
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& proj_logits, const Tensor& mask,
+                const Tensor& cls, Tensor* cls_out);
+  void check_args(const Tensor& x, const AttentionArgs& args, int64_t n) const;
+
   LongShortOptions options_;
 };
 

@@ -7,7 +7,9 @@
 #include "lsformer/models/nn/init.h"
 #include "lsformer/models/nn/linear.h"
 #include "lsformer/ops/binary.h"
+#include "lsformer/models/attention/long_short.h"
 #include "lsformer/ops/factory.h"
+#include "lsformer/ops/index.h"
 #include "lsformer/ops/shape.h"
 
 namespace lsf::lra {
@@ -33,6 +35,18 @@ Tensor LraEmbeddings::forward(const Tensor& tokens) {
   Tensor positions = arange(n, TensorOptions(kI64).device(tokens.device()));
   // [B, n, d] + [n, d]: the same position rows for every example.
   return dropout->forward(add(word_embeddings->forward(tokens), position_embeddings->forward(positions)));
+}
+
+Tensor LraEmbeddings::forward_packed(const Tensor& tokens, const PackedSequences& packed) {
+  ::lsf::nn::ModuleScope call_site(*this);
+  LSF_CHECK(tokens.dim() == 2 && tokens.size(0) == packed.batch && tokens.size(1) == packed.length)
+      << "LraEmbeddings: tokens " << tokens.shape() << " do not match the packed layout's [B, n] = {" << packed.batch
+      << ", " << packed.length << "}";
+  LSF_CHECK(packed.length <= position_embeddings->num_embeddings())
+      << "LraEmbeddings: sequence length n = " << packed.length << " exceeds max_seq_len = "
+      << position_embeddings->num_embeddings() << " (the position table's rows)";
+  Tensor ids = index_select(tokens.reshape({packed.batch * packed.length}), 0, packed.rows);  // [T]
+  return dropout->forward(add(word_embeddings->forward(ids), position_embeddings->forward(packed.positions)));
 }
 
 LraBlock::LraBlock(int64_t dim, int64_t ffn_dim, double dropout_p, std::shared_ptr<nn::Attention> attention,
@@ -69,6 +83,24 @@ Tensor LraBlock::forward(const Tensor& x, const Tensor& mask, const Tensor& cls)
     Tensor tokens = cat({cls, norm1->forward(x)}, 1);
     args.mask = cat({ones({x.size(0), 1}, TensorOptions(kBool).device(x.device())), mask}, 1);
     h = add(cat({cls, x}, 1), dropout1->forward(mha->forward(tokens, args)));
+  }
+  profiler::PhaseScope phase("ffn");
+  return add(h, mlpblock->forward(norm2->forward(h)));
+}
+
+Tensor LraBlock::forward_packed(const Tensor& x, const PackedSequences& packed, const Tensor& cls) {
+  ::lsf::nn::ModuleScope call_site(*this);
+  auto* long_short = dynamic_cast<nn::LongShortAttention*>(mha.get());
+  LSF_CHECK(long_short != nullptr) << "LraBlock: packed sequences need an attention with a packed path "
+                                   << "(long-short); this block's is " << mha->type_name();
+  nn::AttentionArgs args;
+  Tensor h;
+  if (!cls.defined()) {
+    h = add(x, dropout1->forward(long_short->forward_packed(norm1->forward(x), packed, args)));
+  } else {
+    args.cls = cls;
+    Tensor attended = long_short->forward_packed(norm1->forward(x), packed, args);  // [B + T, d]
+    h = add(cat({cls.reshape({packed.batch, cls.size(2)}), x}, 0), dropout1->forward(attended));
   }
   profiler::PhaseScope phase("ffn");
   return add(h, mlpblock->forward(norm2->forward(h)));

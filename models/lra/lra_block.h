@@ -26,6 +26,7 @@
 #include "lsformer/models/nn/embedding.h"
 #include "lsformer/models/nn/layer_norm.h"
 #include "lsformer/models/nn/sequential.h"
+#include "lsformer/ops/pack.h"
 
 namespace lsf::lra {
 
@@ -34,6 +35,8 @@ class LraEmbeddings : public nn::Module {
   LraEmbeddings(int64_t vocab_size, int64_t max_seq_len, int64_t dim, double dropout, Generator* generator = nullptr);
   // tokens [B, n] (i64/i32, each < vocab_size, n ≤ max_seq_len) → [B, n, d]: token row + position row t.
   Tensor forward(const Tensor& tokens);
+  // The same for the real tokens only (ops/pack.h) → [T, d].
+  Tensor forward_packed(const Tensor& tokens, const PackedSequences& packed);
 
   std::shared_ptr<nn::Embedding> word_embeddings, position_embeddings;
   std::shared_ptr<nn::Dropout> dropout;
@@ -48,6 +51,10 @@ class LraBlock : public nn::Module {
   // takes one, see `cls_as_token`), the CLS row's residual is the raw CLS, and the MLP sublayer
   // runs on all 1 + n rows (§2.4).
   Tensor forward(const Tensor& x, const Tensor& mask, const Tensor& cls = Tensor());
+  // The same block on packed sequences (ops/pack.h): x [T, d] (the real tokens) → [T, d], or
+  // with cls → [B + T, d] (the B CLS rows first). Needs an attention with a packed path
+  // (nn::LongShortAttention); every position-wise layer then runs on the real rows only.
+  Tensor forward_packed(const Tensor& x, const PackedSequences& packed, const Tensor& cls = Tensor());
 
   // The attention has no CLS slot of its own (full softmax attention): a CLS is then prepended to
   // the (normalised) tokens as one more, always real, token of this layer's attention, so it

@@ -12,6 +12,7 @@
 #include "lsformer/models/attention/long_short.h"
 #include "lsformer/ops/binary.h"
 #include "lsformer/ops/factory.h"
+#include "lsformer/ops/pack.h"
 #include "lsformer/ops/reduce.h"
 #include "lsformer/ops/shape.h"
 #include "lsformer/ops/unary.h"
@@ -153,6 +154,7 @@ Tensor LraEncoder::forward(const Tensor& tokens, const Tensor& mask, std::vector
   check_inputs(options_, tokens, mask, "tokens", "mask");
   const bool cls = options_.pooling == Pooling::Cls;
   const int64_t B = tokens.size(0);
+  if (options_.packed && is_long_short(options_)) return forward_packed(tokens, mask, hidden);
   Tensor x = embeddings->forward(tokens);  // [B, n, d]
   for (size_t i = 0; i < blocks.size(); ++i) {
     const bool last = i + 1 == blocks.size();
@@ -167,6 +169,31 @@ Tensor LraEncoder::forward(const Tensor& tokens, const Tensor& mask, std::vector
   Tensor m = mask.to(x.dtype()).unsqueeze(2);  // [B, n, 1]
   Tensor total = sum(mul(norm->forward(x), m), {1});  // [B, d]
   Tensor count = clamp(sum(m, {1}), 1.0, std::nullopt);  // [B, 1]
+  return div(total, count);
+}
+
+// The encoder on packed sequences (options.packed, long-short attention): embeddings, blocks and
+// the final LayerNorm run on the T real tokens ([T, d]; the last block's [B + T, d] with the CLS
+// rows first), the attention core on the padded layout; the same features as the padded path.
+Tensor LraEncoder::forward_packed(const Tensor& tokens, const Tensor& mask, std::vector<Tensor>* hidden) {
+  const bool cls = options_.pooling == Pooling::Cls;
+  const int64_t B = tokens.size(0), d = options_.dim;
+  const PackedSequences packed = packed_sequences(mask);
+  Tensor x = embeddings->forward_packed(tokens, packed);  // [T, d]
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const bool last = i + 1 == blocks.size();
+    Tensor c = cls && last ? cls_embed.to(x.dtype()).expand({B, 1, d}).contiguous() : Tensor();
+    x = blocks[i]->forward_packed(x, packed, c);
+    if (hidden) {  // as the padded path returns them: [B, n, d] (padding 0), the CLS row first
+      Tensor tokens_rows = c.defined() ? x.narrow(0, B, packed.total) : x;
+      Tensor padded = unpack_sequences(tokens_rows, packed);
+      hidden->push_back(c.defined() ? cat({x.narrow(0, 0, B).view({B, 1, d}), padded}, 1) : padded);
+    }
+  }
+  if (cls) return norm->forward(x.narrow(0, 0, B));  // the CLS rows [B, d]
+  // Masked mean over the real tokens: Σ_t LN(X)_t / max(count, 1).
+  Tensor total = sum(unpack_sequences(norm->forward(x), packed), {1});             // [B, d]
+  Tensor count = clamp(sum(mask.to(x.dtype()), {1}, /*keepdim=*/true), 1.0, std::nullopt);  // [B, 1]
   return div(total, count);
 }
 

@@ -90,6 +90,9 @@ struct LraModelOptions {
   bool dual = false;                     // Retrieval: two documents, head on [u, v, u⊙v, u−v]
   int64_t head_hidden = 128;
   bool fused = true;                     // long_short: the fused op (false: composed ops)
+  bool packed = true;                    // long_short: position-wise layers on the real tokens only
+                                         // (ops/pack.h); false: on every padded position, as the
+                                         // official code (the same results; dropout draws differ)
   Generator* generator = nullptr;        // dropout masks (null: the default generator); parameters are
                                          // always initialised from the default generator
 };
@@ -119,6 +122,8 @@ class LraEncoder : public nn::Module {
   std::shared_ptr<nn::LayerNorm> norm;
 
  private:
+  Tensor forward_packed(const Tensor& tokens, const Tensor& mask, std::vector<Tensor>* hidden);
+
   LraModelOptions options_;
 };
 

@@ -559,6 +559,7 @@ void LraSections::visit(FieldVisitor& v) {
   v.field("model.pooling", model.pooling, lra::kPoolingNames);
   v.field("model.head_hidden", model.head_hidden);
   v.field("model.fused", model.fused);
+  v.field("model.packed", model.packed);
 }
 
 const LraSections& lra_sections(const RunConfig& config) { return config.sections_as<LraSections>(); }
