@@ -3,7 +3,8 @@
 // CPU buffers are 64-byte aligned (one cache line, the widest SIMD load). Blocks of 1 MiB or
 // more are kept for reuse after they are freed (up to 4 GiB, or LSF_CPU_CACHE_BYTES), because
 // fresh large blocks come from mmap and page-fault on first touch; empty_cpu_cache() returns
-// them to the system. Each device type has
+// them to the system. Such blocks are sized in 8 classes per power of two (cpu_block_size), so
+// a tensor of a slightly different size reuses a cached block. Each device type has
 // one Allocator; the CUDA backend registers its own when built. Allocators report current and
 // peak bytes.
 #pragma once
@@ -39,6 +40,8 @@ void register_allocator(DeviceType type, Allocator* allocator);
 MemoryStats memory_stats(Device device = kCPU);
 void reset_peak_memory(Device device = kCPU);
 void empty_cpu_cache();
+// The bytes the CPU allocator reserves for a request of nbytes (its size class).
+size_t cpu_block_size(size_t nbytes);
 
 class StorageImpl {
  public:

@@ -148,9 +148,29 @@ TEST_CASE("CPU memory statistics track current and peak bytes", "[tensor]") {
     cached_block = again.raw_data();
     CHECK(memory_stats().reserved_bytes == after.reserved_bytes);
   }
+  {
+    // A slightly smaller tensor (packed sequences with fewer real tokens, say) falls in the same
+    // size class and reuses the cached block instead of faulting in fresh pages.
+    Tensor smaller = empty({(1 << 20) - 20000});
+    CHECK(smaller.raw_data() == cached_block);
+  }
   empty_cpu_cache();
   CHECK(memory_stats().reserved_bytes == memory_stats().current_bytes);
   CHECK(cached_block != nullptr);
+}
+
+TEST_CASE("CPU allocator size classes: 8 per power of two from 1 MiB, at most 12.5% over", "[tensor]") {
+  CHECK(cpu_block_size(100) == 128);          // small blocks: 64-byte multiples, never cached
+  CHECK(cpu_block_size(0) == 64);
+  CHECK(cpu_block_size(1 << 20) == 1 << 20);  // a class boundary is its own class
+  CHECK(cpu_block_size((1 << 20) + 1) == (1 << 20) + (1 << 17));
+  CHECK(cpu_block_size(10'000'000) == 10'485'760);  // 8 MiB + 2 steps of 1 MiB
+  for (size_t n : {size_t(1) << 20, size_t(1'500'000), size_t(7'777'777), size_t(123'456'789)}) {
+    const size_t b = cpu_block_size(n);
+    CHECK(b >= n);
+    CHECK(double(b) <= 1.125 * double(n) + 64);
+    CHECK(cpu_block_size(b) == b);  // classes are fixed points
+  }
 }
 
 TEST_CASE("printing follows PyTorch's format", "[tensor][print]") {

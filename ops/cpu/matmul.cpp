@@ -148,9 +148,13 @@ void run(Problem& p, T alpha, T beta) {
   // One GEMM with a small output and a long contraction (a weight gradient xᵀ·dy over all
   // tokens): OpenBLAS threads split only M and N, so every thread would stream all of K; we
   // split K instead, one chunk per thread.
+  // A small-output product that the skinny kernel takes with a long K runs single-threaded in
+  // it (its rows are too few to split), so it is split over K here whatever its output size.
   const int64_t k_parts = std::min<int64_t>(threads, K / kMinSplitK);
-  const bool split_k = n_out * n_red == 1 && k_parts > 1 && mn < kSplitKMaxOutputPerThread * threads &&
-                       K >= 2 * std::max(M, N) && k_parts * mn <= kMaxPartialElements;
+  const bool skinny_long_k = K > kSkinnyMaxK && skinny_gemm_applies(M, N, K);
+  const bool split_k = n_out * n_red == 1 && k_parts > 1 &&
+                       (mn < kSplitKMaxOutputPerThread * threads || skinny_long_k) && K >= 2 * std::max(M, N) &&
+                       k_parts * mn <= kMaxPartialElements;
   if (threads > 1 && n_out > 1 && (many_outputs || (small && !split_reduction))) {
     // Many c matrices: one thread each; BLAS runs single-threaded inside the region.
 #pragma omp parallel for schedule(static)
