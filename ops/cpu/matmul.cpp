@@ -126,14 +126,20 @@ void run(Problem& p, T alpha, T beta) {
   // then added up in a fixed order, c = beta · c + Σ_t partial[t] (deterministic for a given
   // thread count).
   auto sum_partials = [&](int64_t parts, auto&& fill) {
-    std::vector<T> partial(size_t(parts * n_out * mn));
+    // Reused across calls, never cleared: every part's products overwrite their buffer (beta 0
+    // on the first). A fresh vector here cost a zeroing pass and page faults on every weight
+    // gradient.
+    thread_local std::vector<T> storage;
+    if (storage.size() < size_t(parts * n_out * mn)) storage.resize(size_t(parts * n_out * mn));
+    T* const partial_data = storage.data();
+    auto partial = [&](size_t i) -> T& { return partial_data[i]; };
 #pragma omp parallel for schedule(static)
-    for (int64_t t = 0; t < parts; ++t) fill(t, partial.data() + t * n_out * mn);
+    for (int64_t t = 0; t < parts; ++t) fill(t, partial_data + t * n_out * mn);
 #pragma omp parallel for schedule(static) if (n_out * mn * parts >= 32768)
     for (int64_t e = 0; e < n_out * mn; ++e) {
       const int64_t o = e / mn, i = (e % mn) / N, j = e % N;
       T sum = 0;
-      for (int64_t t = 0; t < parts; ++t) sum += partial[size_t((t * n_out + o) * mn + i * N + j)];
+      for (int64_t t = 0; t < parts; ++t) sum += partial(size_t((t * n_out + o) * mn + i * N + j));
       T& v = C[outs.c[o] + i * p.c.rs + j];
       v = beta == T(0) ? sum : beta * v + sum;
     }
