@@ -1,10 +1,11 @@
 // Storage: one reference-counted buffer that any number of tensor views share.
 //
-// CPU buffers are 64-byte aligned (one cache line, the widest SIMD load). Blocks of 1 MiB or
+// CPU buffers are 64-byte aligned (one cache line, the widest SIMD load). Blocks of 64 KiB or
 // more are kept for reuse after they are freed (up to 4 GiB, or LSF_CPU_CACHE_BYTES), because
-// fresh large blocks come from mmap and page-fault on first touch; empty_cpu_cache() returns
-// them to the system. Such blocks are sized in 8 classes per power of two (cpu_block_size), so
-// a tensor of a slightly different size reuses a cached block. Each device type has
+// glibc serves such sizes from mmap or trims its heap after them, and fresh pages fault on
+// first touch; empty_cpu_cache() returns them to the system. Such blocks are sized in 8 classes
+// per power of two (cpu_block_size); a request takes a cached block of its class or of one of
+// the four classes above it, so a tensor of a somewhat different size reuses a cached block. Each device type has
 // one Allocator; the CUDA backend registers its own when built. Allocators report current and
 // peak bytes.
 #pragma once

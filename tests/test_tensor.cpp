@@ -154,14 +154,21 @@ TEST_CASE("CPU memory statistics track current and peak bytes", "[tensor]") {
     Tensor smaller = empty({(1 << 20) - 20000});
     CHECK(smaller.raw_data() == cached_block);
   }
+  {
+    // A request two classes below the cached block's (3.2 MiB, 20% smaller) reuses it too.
+    Tensor two_classes_down = empty({(1 << 20) * 8 / 10});
+    CHECK(two_classes_down.raw_data() == cached_block);
+  }
   empty_cpu_cache();
   CHECK(memory_stats().reserved_bytes == memory_stats().current_bytes);
   CHECK(cached_block != nullptr);
 }
 
-TEST_CASE("CPU allocator size classes: 8 per power of two from 1 MiB, at most 12.5% over", "[tensor]") {
+TEST_CASE("CPU allocator size classes: 8 per power of two from 64 KiB, at most 12.5% over", "[tensor]") {
   CHECK(cpu_block_size(100) == 128);          // small blocks: 64-byte multiples, never cached
   CHECK(cpu_block_size(0) == 64);
+  CHECK(cpu_block_size(65535) == 65536);      // just under the cached sizes: a 64-byte multiple
+  CHECK(cpu_block_size(65536 + 1) == 65536 + 8192);
   CHECK(cpu_block_size(1 << 20) == 1 << 20);  // a class boundary is its own class
   CHECK(cpu_block_size((1 << 20) + 1) == (1 << 20) + (1 << 17));
   CHECK(cpu_block_size(10'000'000) == 10'485'760);  // 8 MiB + 2 steps of 1 MiB
