@@ -145,16 +145,22 @@ TEST_CASE("skinny_gemm rejects a variant this CPU does not have", "[matmul][skin
                       Catch::Contains("no variant 'x86-64-v9'") && Catch::Contains("baseline"));
 }
 
-TEST_CASE("skinny_gemm gives the same bits on one thread and on all", "[matmul][skinny]") {
-  const int64_t m = 1000, n = 64, k = 64;  // large enough to be split over the threads
-  const std::vector<float> a = values<float>(size_t(m * k), 4), b = values<float>(size_t(k * n), 5);
+// c = op(a) · op(b) (packed operands, values of `seed`) on all threads and on one: the bits must
+// agree, the threads only splitting rows.
+void check_thread_independent(bool ta, bool tb, int64_t m, int64_t n, int64_t k, uint32_t seed) {
+  const std::vector<float> a = values<float>(size_t(m * k), seed), b = values<float>(size_t(k * n), seed + 1);
+  const int64_t lda = ta ? m : k, ldb = tb ? k : n;
   std::vector<float> all_threads(size_t(m * n)), one_thread(size_t(m * n));
-  skinny_gemm(false, true, m, n, k, 1.0f, a.data(), k, b.data(), k, 0.0f, all_threads.data(), n);
+  skinny_gemm(ta, tb, m, n, k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, all_threads.data(), n);
   const int threads = omp_get_max_threads();
   omp_set_num_threads(1);
-  skinny_gemm(false, true, m, n, k, 1.0f, a.data(), k, b.data(), k, 0.0f, one_thread.data(), n);
+  skinny_gemm(ta, tb, m, n, k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, one_thread.data(), n);
   omp_set_num_threads(threads);
   REQUIRE(all_threads == one_thread);
+}
+
+TEST_CASE("skinny_gemm gives the same bits on one thread and on all", "[matmul][skinny]") {
+  check_thread_independent(false, true, 1000, 64, 64, 4);  // large enough to be split over the threads
 }
 
 TEST_CASE("skinny_gemm takes only small n, and small k or a small output", "[matmul][skinny]") {
@@ -176,15 +182,7 @@ TEST_CASE("skinny_gemm takes only small n, and small k or a small output", "[mat
 TEST_CASE("skinny_gemm: a long contraction gives the same bits on one thread and on all", "[matmul][skinny]") {
   // The dispatch splits such a product's K over threads itself (ops/cpu/matmul.cpp); the kernel
   // alone must not depend on the thread count.
-  const int64_t m = 200, n = 48, k = 3000;
-  const std::vector<float> a = values<float>(size_t(k * m), 6), b = values<float>(size_t(k * n), 7);
-  std::vector<float> all_threads(size_t(m * n)), one_thread(size_t(m * n));
-  skinny_gemm(true, false, m, n, k, 1.0f, a.data(), m, b.data(), n, 0.0f, all_threads.data(), n);
-  const int threads = omp_get_max_threads();
-  omp_set_num_threads(1);
-  skinny_gemm(true, false, m, n, k, 1.0f, a.data(), m, b.data(), n, 0.0f, one_thread.data(), n);
-  omp_set_num_threads(threads);
-  REQUIRE(all_threads == one_thread);
+  check_thread_independent(true, false, 200, 48, 3000, 6);
 }
 
 TEST_CASE("skinny_gemm is dispatched to only with a vector variant", "[matmul][skinny]") {
