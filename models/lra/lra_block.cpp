@@ -3,11 +3,11 @@
 
 #include "lsformer/engine/error.h"
 #include "lsformer/engine/profiler.h"
+#include "lsformer/models/attention/long_short.h"
 #include "lsformer/models/nn/activation.h"
 #include "lsformer/models/nn/init.h"
 #include "lsformer/models/nn/linear.h"
 #include "lsformer/ops/binary.h"
-#include "lsformer/models/attention/long_short.h"
 #include "lsformer/ops/factory.h"
 #include "lsformer/ops/index.h"
 #include "lsformer/ops/shape.h"
