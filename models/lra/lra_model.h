@@ -42,6 +42,14 @@
 // Initialisation (§2.6): PyTorch's Linear defaults, LayerNorm (1, 0), embeddings N(0, 0.02²),
 // CLS zeros; attention modules as their own headers say.
 //
+// Execution (options.packed, the default with long-short attention): the embeddings, every
+// LayerNorm, Linear, GELU, dropout and residual add run on the [T, d] rows of the T real tokens
+// only (ops/pack.h), the last block on [B + T, d] with the CLS rows first; the attention core
+// runs on the padded [B, h, n, e] layout (nn::LongShortAttention::forward_packed). A padded
+// position's value is never read by a real token, so the features are the padded path's up to
+// rounding; dropout masks are drawn over the real rows, so with dropout > 0 a run differs from
+// a packed = false one. Other attention kinds always take the padded path.
+//
 // Deviations and choices (the official code has no such path, or one we cannot follow):
 // * pooling "mean" divides by the number of REAL tokens. The LRA code (Nyströmformer's
 //   pooling) takes X.mean(dim=1) over all n rows after zeroing the padded ones, i.e. divides by
