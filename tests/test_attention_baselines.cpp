@@ -275,7 +275,7 @@ TEST_CASE("FullAttention causal: perturbing future tokens leaves earlier outputs
   }
 }
 
-TEST_CASE("Padding: padded tokens' values change nothing; their outputs are W_o's bias", "[attention_baselines]") {
+TEST_CASE("Padding: padded tokens' values change nothing, their outputs are W_o's bias", "[attention_baselines]") {
   const int64_t B = 2, n = 8, d = 8;
   Tensor mask = make_mask(B, n, {1, 3});
   std::vector<std::shared_ptr<nn::Attention>> modules{

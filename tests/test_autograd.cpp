@@ -55,7 +55,7 @@ TEST_CASE("only the gradients that are needed are computed", "[autograd]") {
   CHECK_FALSE(b.grad().defined());
 }
 
-TEST_CASE("a second backward through a freed graph is an error; retain_graph allows it", "[autograd]") {
+TEST_CASE("a second backward through a freed graph is an error, retain_graph allows it", "[autograd]") {
   Tensor x = tensor(std::vector<double>{1, 2}).requires_grad_(true);
   Tensor loss = sum(mul(x, x));
   loss.backward(Tensor(), /*retain_graph=*/true);

@@ -143,7 +143,7 @@ TEST_CASE("causal LS op: gradients of a subset of inputs, and results independen
   CHECK(runs[0] == runs[1]);
 }
 
-TEST_CASE("causal LS op: strided inputs (split_heads views) give the contiguous results; the output keeps q's layout",
+TEST_CASE("causal LS op: strided inputs (split_heads views) give the contiguous results, the output keeps q's layout",
           "[causal_long_short]") {
   const OpSizes s = kGeometries[3];
   const CausalLongShortGeometry g = s.geometry();

@@ -56,7 +56,7 @@ TEST_CASE("clip_grad_norm_ matches PyTorch in norm and clipped gradients", "[cli
   }
 }
 
-TEST_CASE("the clipped norm equals max_norm; no gradients give norm 0", "[clip]") {
+TEST_CASE("the clipped norm equals max_norm, no gradients give norm 0", "[clip]") {
   Tensor p = zeros({3}, kF64).requires_grad_(true);
   p.set_grad(tensor(std::vector<double>{3, 4, 12}));
   optim::ClipResult r = optim::clip_grad_norm_(NamedTensors{{"p", p}}, 2.6);

@@ -209,7 +209,7 @@ TEST_CASE("long_short geometry: window slots are the oracle's and the §9.1 key 
   CHECK(keys(1, 6, 3) == std::make_pair<int64_t, int64_t>(2, 4));
 }
 
-TEST_CASE("long_short geometry: the queries that see a key are exactly [first_query, end_query)",
+TEST_CASE("long_short geometry: the queries that see a key are exactly from first_query up to end_query",
           "[cuda_long_short]") {
   // The backward's key-centric kernel visits these ranges; brute force over every query.
   for (int64_t w : {0, 1, 2, 3, 4, 7, 8, 16})
@@ -337,7 +337,7 @@ TEST_CASE("long_short_attention CUDA backward: each gradient alone equals the fu
   }
 }
 
-TEST_CASE("long_short_attention CUDA kernels: token-major [B, n, h, e] operands read and write in place",
+TEST_CASE("long_short_attention CUDA kernels: token-major (B, n, h, e) operands read and write in place",
           "[cuda][cuda_long_short]") {
   LSF_REQUIRE_CUDA_DEVICE();
   for (const Case& c : {kCases[1], kCases[6], kCases[7], kCases[12]}) {

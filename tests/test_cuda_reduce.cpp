@@ -118,7 +118,7 @@ TEST_CASE("CUDA sum: rows longer than a block and the split paths", "[cuda]") {
   }
 }
 
-TEST_CASE("CUDA integer and bool sums count in i64; integer extrema are exact", "[cuda]") {
+TEST_CASE("CUDA integer and bool sums count in i64, integer extrema are exact", "[cuda]") {
   LSF_REQUIRE_CUDA_DEVICE();
   Generator g(3);
   Tensor base = mul(rand({9, 130}, TensorOptions(kF64), &g), 200.0);

@@ -66,7 +66,7 @@ void check_same(const ImageBatch& a, const ImageBatch& b) {
 
 }  // namespace
 
-TEST_CASE("image batches: shapes, labels, soft targets; evaluation batches", "[data][image]") {
+TEST_CASE("image batches: shapes, labels, soft targets, evaluation batches", "[data][image]") {
   auto data = std::make_shared<SyntheticDataset>(10);
   const ImagePipeline train(small_train(), 5);
   const ImageBatch b = train.batch(*data, {3, 7, 1, 0}, /*epoch=*/0, /*seed=*/1, /*batch_index=*/0);

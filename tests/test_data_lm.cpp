@@ -236,7 +236,7 @@ TEST_CASE("lm corpus: fractional splits, split directories and text sources", "[
   CHECK_THROWS_WITH(parse_lm_split("validation"), Catch::Contains("unknown split 'validation'"));
 }
 
-TEST_CASE("gzip: dictd files decompress; truncated, damaged and non-gzip files are errors", "[data][lm]") {
+TEST_CASE("gzip: dictd files decompress, truncated, damaged and non-gzip files are errors", "[data][lm]") {
   const TempDir temp("gzip");
   const std::string& dir = temp.path;
   const std::string text = byte_text(5000);
@@ -415,7 +415,7 @@ TEST_CASE("bptt: the split's short final block is padded, and batches are pure f
   CHECK_THROWS_WITH(loader.batch(-1), Catch::Contains("batch index must be ≥ 0"));
 }
 
-TEST_CASE("bptt evaluation: every token is an input exactly once; targets as documented", "[data][lm]") {
+TEST_CASE("bptt evaluation: every token is an input exactly once, targets as documented", "[data][lm]") {
   for (const auto& [n, streams, block] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
            {25, 1, 10}, {25, 3, 10}, {9, 4, 3}, {100, 1, 256}, {1, 1, 5}, {257, 2, 16}}) {
     for (bool block_end_targets : {false, true}) {

@@ -71,7 +71,7 @@ TEST_CASE("SampleRandom: a pure function of its key, with the right distribution
   CHECK_THROWS_WITH(SampleRandom(0, 0, -1, 0), Catch::Contains("index -1"));
 }
 
-TEST_CASE("random-resized-crop: sizes, areas and ratios in range; the fallback", "[data][image]") {
+TEST_CASE("random-resized-crop: sizes, areas and ratios in range, the fallback", "[data][image]") {
   const RandomResizedCropOptions opts;  // scale (0.08, 1), ratio (3/4, 4/3)
   for (auto [h, w] : {std::pair<int64_t, int64_t>{40, 60}, {97, 31}, {224, 224}}) {
     std::set<std::pair<int64_t, int64_t>> sizes;
@@ -122,7 +122,7 @@ TEST_CASE("random-resized-crop: sizes, areas and ratios in range; the fallback",
   CHECK(python_round(3.5) == 4);
 }
 
-TEST_CASE("evaluation resize + centre crop; flips; normalisation", "[data][image]") {
+TEST_CASE("evaluation resize + centre crop, flips, normalisation", "[data][image]") {
   // Shorter side to ⌊16 / 0.875⌋ = 18: 30×40 → 18×24 (int(18·40/30) = 24), crop 16 at
   // (round(1.0), round(4.0)) = (1, 4).
   const Image image = noise_image(30, 40, 3, 2);
@@ -179,7 +179,7 @@ TEST_CASE("training augmentation is a pure function of (seed, index, epoch)", "[
   CHECK(outcomes.size() > 30);  // ¼ of draws apply no op at all (0.5² per image), the rest vary
 }
 
-TEST_CASE("colour jitter: factors within range, off when zero; timm turns it off under RandAugment", "[data][image]") {
+TEST_CASE("colour jitter: factors within range, off when zero, timm turns it off under RandAugment", "[data][image]") {
   Image flat(4, 4, 3, 100);
   for (int64_t i = 0; i < 50; ++i) {
     SampleRandom r(8, kAugmentStream, i, 0);

@@ -77,7 +77,7 @@ void fill(const fs::path& dir) {
 
 }  // namespace
 
-TEST_CASE("a checkpoint write that hits a full disk names the path and ENOSPC; the previous one is intact", "[disk]") {
+TEST_CASE("a checkpoint write that hits a full disk names the path and ENOSPC, the previous one is intact", "[disk]") {
   const fs::path dir = testing::fresh_dir("disk_errors", "enospc");
   std::ostringstream log;
   testing::run_training(tiny_config(4), dir, log, false, /*stop_after=*/2);

@@ -355,7 +355,7 @@ TEST_CASE("LayerNorm passes f64 gradcheck for input, weight and bias", "[layers]
 
 // ---- Embedding --------------------------------------------------------------------------------------
 
-TEST_CASE("Embedding matches PyTorch; N(0, 1) init with a zero padding row", "[layers]") {
+TEST_CASE("Embedding matches PyTorch, N(0, 1) init with a zero padding row", "[layers]") {
   const auto& c = fixture()["embedding"];
   const Tensor g = test::fixture_tensor(c["g"]);
   double max_g = 0;

@@ -93,7 +93,7 @@ TEST_CASE("LM decoding: each step equals a full recompute of the block, across b
   }
 }
 
-TEST_CASE("LM decoding: feeding whole blocks equals stepping; generate continues the decoder", "[lm]") {
+TEST_CASE("LM decoding: feeding whole blocks equals stepping, generate continues the decoder", "[lm]") {
   lm::TransformerLSModel model(tiny());
   randomise(model, 53);
   model.to(kF64);

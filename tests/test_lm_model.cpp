@@ -93,7 +93,7 @@ std::vector<double> full_attention_oracle(const lm::CausalFullAttention& a, cons
 
 }  // namespace
 
-TEST_CASE("LM: the official state_dict names; the tied output weight is stored once", "[lm]") {
+TEST_CASE("LM: the official state_dict names, the tied output weight is stored once", "[lm]") {
   lm::TransformerLSModel model(tiny());
   for (const char* name :
        {"in_emb.weight", "out_emb.bias", "layers.0.attn.proj_query.weight", "layers.0.attn.proj_key.weight",

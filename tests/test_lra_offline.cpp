@@ -69,7 +69,7 @@ std::string tiny_config(const std::string& task, int64_t steps) {
 
 }  // namespace
 
-TEST_CASE("synthetic text: the keyword decides the label; examples are pure functions of (seed, index)", "[data][lra]") {
+TEST_CASE("synthetic text: the keyword decides the label, examples are pure functions of (seed, index)", "[data][lra]") {
   const data::SyntheticTextOptions o{.min_length = 100, .max_length = 400, .seed = 2};
   const data::Dataset d = data::synthetic_text(o, 10, 20);
   REQUIRE(d.examples.size() == 20);

@@ -238,7 +238,7 @@ TEST_CASE("a step bumps the parameter's version, so stale saved values are caugh
   CHECK_THROWS_WITH(y.backward(), Catch::Contains("modified by an in-place operation"));
 }
 
-TEST_CASE("zero_grad drops or zeroes gradients; groups read and set lr and momentum", "[optim]") {
+TEST_CASE("zero_grad drops or zeroes gradients, groups read and set lr and momentum", "[optim]") {
   Tensor a = ones({2}, kF64).requires_grad_(true), b = ones({3}, kF64).requires_grad_(true);
   optim::Adam opt(std::vector<optim::ParamGroup<optim::AdamOptions>>{
       {{{"a", a}}, {.lr = 0.1}}, {{{"b", b}}, {.lr = 0.2, .betas = {0.8, 0.9}}}});

@@ -36,7 +36,7 @@ TEST_CASE("reductions match PyTorch", "[reduce]") {
   expect(var(x, {2}, /*correction=*/0, /*keepdim=*/true), "var_2_c0_keep");
 }
 
-TEST_CASE("amax shares the gradient among ties; max routes it to the first index", "[reduce]") {
+TEST_CASE("amax shares the gradient among ties, max routes it to the first index", "[reduce]") {
   auto f = test::load_fixture("core")["amax_ties_grad"];
   Tensor x = test::fixture_tensor(f["x"]).requires_grad_(true);
   sum(amax(x, {1})).backward();

@@ -148,7 +148,7 @@ TEST_CASE("squeeze, unsqueeze and flatten", "[view]") {
   CHECK(scalar_tensor(3.0).flatten().shape() == Shape{1});
 }
 
-TEST_CASE("contiguous copies only when needed; clone always copies", "[view]") {
+TEST_CASE("contiguous copies only when needed, clone always copies", "[view]") {
   Tensor x = iota({2, 3});
   CHECK(x.contiguous().is_same(x));
   Tensor t = x.t();

@@ -203,7 +203,7 @@ TEST_CASE("image config errors name their keys", "[configs][vision]") {
   CHECK_THROWS_WITH(task->build_model(), Contains("'model.name'") && Contains("8×8 images"));
 }
 
-TEST_CASE("image folders: val/ is the dev and test split; classes and channels come from the data", "[train][vision]") {
+TEST_CASE("image folders: val/ is the dev and test split, classes and channels come from the data", "[train][vision]") {
   TempDir root("vision_folder");
   // Two classes of 8×8 RGB PNGs; train/ holds 6 per class, val/ 2 per class.
   for (const char* split : {"train", "val"})
