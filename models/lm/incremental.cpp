@@ -115,7 +115,7 @@ Tensor IncrementalDecoder::attend_long_short(size_t i, const Tensor& x, int64_t 
   const LmModelOptions& o = model_.options();
   LayerState& s = layers_[i];
   auto& attn = long_short(*model_.layers[i]);
-  const int64_t B = batch_, d = o.dim, h = o.heads, e = d / h, l = o.chunk_length, r = o.rank, w = o.window;
+  const int64_t d = o.dim, h = o.heads, e = d / h, l = o.chunk_length, r = o.rank, w = o.window;
   const int64_t Nm = o.memory_length / l, Nc = s.kc.size(2);
 
   const Tensor q = mul(nn::split_heads(attn.proj_query->forward(x), h), 1.0 / std::sqrt(double(e)));  // [B, h, 1, e]
@@ -153,7 +153,7 @@ Tensor IncrementalDecoder::attend_full(size_t i, const Tensor& x, int64_t t) {
   const LmModelOptions& o = model_.options();
   LayerState& s = layers_[i];
   auto& attn = full(*model_.layers[i]);
-  const int64_t B = batch_, d = o.dim, h = o.heads, e = d / h, C = o.memory_length, M = o.block_length;
+  const int64_t d = o.dim, h = o.heads, e = d / h, C = o.memory_length, M = o.block_length;
 
   const Tensor q = mul(nn::split_heads(attn.proj_query->forward(x), h), 1.0 / std::sqrt(double(e)));  // [B, h, 1, e]
   s.keys.narrow(2, C + t, 1).copy_(nn::split_heads(attn.proj_key->forward(x), h));

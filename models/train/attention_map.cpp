@@ -101,7 +101,7 @@ SequencePicture long_short_picture(const nn::LongShortAttention& module, const n
   if (r > 0) {
     const std::vector<double> P = head_matrix(cap.get(path + ".proj"), ex.batch_row, head);  // [r, n]
     for (int64_t i = 0; i < r; ++i) {
-      p.slot_labels.push_back("P" + std::to_string(i));
+      p.slot_labels.push_back(std::string("P").append(std::to_string(i)));
       for (int64_t j = 0; j < L; ++j) p.pooling[size_t((cls + i) * L + j)] = P[size_t(i * n + j)];
     }
   }
@@ -143,8 +143,10 @@ SequencePicture causal_picture(const nn::CausalLongShortAttention& module, const
   p.pooling.assign(size_t(Nc * K), 0.0);
   for (int64_t k = 0; k < chunks; ++k)
     for (int64_t m = 0; m < r; ++m) {
-      p.slot_labels.push_back((k < C / l ? "m" : "b") + std::to_string(k < C / l ? k : k - C / l) +
-                              (r > 1 ? "." + std::to_string(m) : ""));
+      std::string label(k < C / l ? "m" : "b");
+      label.append(std::to_string(k < C / l ? k : k - C / l));
+      if (r > 1) label.append(".").append(std::to_string(m));
+      p.slot_labels.push_back(label);
       for (int64_t i = 0; i < l; ++i) p.pooling[size_t((k * r + m) * K + k * l + i)] = P[size_t((k * r + m) * l + i)];
     }
   p.keys_title = "window (the last w = " + std::to_string(w) + " keys)";

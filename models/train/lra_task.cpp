@@ -666,7 +666,7 @@ std::string lra_token_label(const std::string& dataset, int32_t id) {
   if (dataset == "listops") {
     static const char* const names[] = {"<pad>", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9",
                                         "[MIN", "[MAX", "[MED", "[SM", "]"};
-    return id >= 0 && id < int32_t(std::size(names)) ? names[id] : "#" + std::to_string(id);
+    return id >= 0 && id < int32_t(std::size(names)) ? std::string(names[id]) : std::string("#").append(std::to_string(id));
   }
   if (dataset == "text" || dataset == "retrieval") {  // byte + 1
     const int32_t byte = id - 1;

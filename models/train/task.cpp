@@ -50,7 +50,10 @@ ModelSummary Task::summarize_model() {
   load_data({"train"});
   nn::init::SkipRandomInit skip;  // counting only
   std::shared_ptr<nn::Module> model = build_model();
-  return {.description = model->type_name(), .parameters = model->parameter_count()};
+  ModelSummary summary;
+  summary.description = model->type_name();
+  summary.parameters = model->parameter_count();
+  return summary;
 }
 
 void Task::set_data_shard(const DataShard& shard) {

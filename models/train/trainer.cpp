@@ -193,6 +193,7 @@ EvalResult evaluate_file(Task& task, const RunConfig& config, const std::string&
 // Everything the loop needs, built in the order that makes runs reproducible: data first, then
 // the seed, then the model's initialisation.
 struct Run {
+  Run(RunConfig c, RunPaths p) : config(std::move(c)), paths(std::move(p)) {}
   RunConfig config;
   RunPaths paths;
   std::unique_ptr<Task> task;
@@ -219,7 +220,7 @@ Run start_run(const RunConfig& config, const TrainOptions& options, ProgressLine
   check_memory_fits(task->estimate_memory(MemoryUse::Train), config, "");
   // Data parallelism: rank 0 resolves and writes the run directory; the others use its path.
   const std::string dir = dp.active() ? dp.broadcast_string(options.out_dir) : options.out_dir;
-  Run run{config, dp.is_root() ? open_run_directory(config, dir, options.resume) : RunPaths(dir)};
+  Run run(config, dp.is_root() ? open_run_directory(config, dir, options.resume) : RunPaths(dir));
   run.dp = &dp;
   if (config.train.threads > 0) set_num_threads(int(config.train.threads));
   dp.apply_default_threads(config);

@@ -98,7 +98,7 @@ Tensor ViLFullAttention::forward(const Tensor& x, const nn::AttentionArgs& args)
   LSF_CHECK(x.dtype() == kF32 || x.dtype() == kF64) << kOp << ": x must be f32 or f64, got " << x.dtype();
   LSF_CHECK(x.dim() == 3 && x.size(2) == o.dim)
       << kOp << ": x of shape " << x.shape() << " does not match [B, n, dim = " << o.dim << "]";
-  const int64_t B = x.size(0), n = x.size(1), h = o.heads, e = head_dim_;
+  const int64_t n = x.size(1), h = o.heads, e = head_dim_;
   if (o.rpe) {
     LSF_CHECK(args.height == o.map_height && args.width == o.map_width && args.num_global == o.num_global &&
               n == o.num_global + o.map_height * o.map_width)
