@@ -7,6 +7,8 @@
 //   - the causal long-short attention kernels: only the bidirectional op has fused GPU kernels
 //     so far (cuda/long_short.cu); a causal layer runs on a GPU through its composed path
 //     (set_fused(false)).
+//   - masked softmax: on a GPU, masked_softmax (ops/softmax.h) runs its composition of
+//     masked_fill and the CUDA softmax kernels.
 #include "lsformer/engine/device.h"
 #include "lsformer/ops/batch_norm.h"
 #include "lsformer/ops/kernels/batch_norm.h"
@@ -16,6 +18,7 @@
 #include "lsformer/ops/kernels/conv.h"
 #include "lsformer/ops/pool.h"
 #include "lsformer/ops/kernels/pool.h"
+#include "lsformer/ops/kernels/softmax.h"
 
 namespace lsf::cuda {
 
@@ -31,5 +34,6 @@ LSF_MARK_UNSUPPORTED(adaptive_avg_pool2d_forward_kernel, DeviceType::CUDA);
 LSF_MARK_UNSUPPORTED(adaptive_avg_pool2d_backward_kernel, DeviceType::CUDA);
 LSF_MARK_UNSUPPORTED(causal_long_short_forward_kernel, DeviceType::CUDA);
 LSF_MARK_UNSUPPORTED(causal_long_short_backward_kernel, DeviceType::CUDA);
+LSF_MARK_UNSUPPORTED(masked_softmax_forward_kernel, DeviceType::CUDA);
 
 }  // namespace lsf::cuda

@@ -1,7 +1,8 @@
 // softmax and log_softmax: values and input gradients against PyTorch (fixtures from
 // tests/fixtures/gen_norm_loss.py), f64 gradient checks over every dim, the column-tiled
 // kernel (softmax over a non-last dim) against the row kernel, invariants (rows sum to 1,
-// huge logits stay finite, −inf masks give exact zeros) and bad-input errors.
+// huge logits stay finite, −inf masks give exact zeros) and bad-input errors; masked_softmax
+// against its composition (bit for bit), its f64 gradient check and its errors.
 #include <limits>
 
 #include "helpers.h"
@@ -138,6 +139,94 @@ TEST_CASE("softmax invariants: rows sum to one, extreme logits stay finite, mask
   for (int i = 3; i < 6; ++i) CHECK(std::isfinite(p[i]));
   // Empty tensors pass through.
   CHECK(softmax(zeros({0, 3}), 1).shape() == Shape{0, 3});
+}
+
+namespace {
+
+// The composition masked_softmax replaces: −∞ where keep is false, softmax, and the rows that
+// keep nothing zeroed (they would be NaN).
+Tensor masked_softmax_reference(const Tensor& x, const Tensor& keep) {
+  NoGradGuard no_grad;
+  const Tensor drop = eq(keep, 0.0);
+  Tensor y = softmax(masked_fill(x, drop, -std::numeric_limits<double>::infinity()), -1);
+  const Tensor none_kept = eq(sum(keep.expand(x.shape()).to(kF64), {x.dim() - 1}, true), 0.0);
+  return masked_fill(y, none_kept, 0.0);
+}
+
+// A bool tensor with about a third false, from a seed.
+Tensor random_keep(const Shape& shape, uint64_t seed) {
+  Generator g(seed);
+  return gt(rand(shape, TensorOptions(kF64), &g), 1.0 / 3.0);
+}
+
+}  // namespace
+
+TEST_CASE("masked_softmax equals softmax of the −inf-masked logits bit for bit, for every keep layout",
+          "[softmax]") {
+  // keep broadcast every way the attention layers use it: per (query, key) shared over heads,
+  // per key only, per row only (a whole row dropped), and a full mask; rows of 1, 7 and 300 (the
+  // vectorised loops' tails), rows that keep nothing.
+  struct Case {
+    Shape x, keep;
+  };
+  const Case cases[] = {
+      {{2, 3, 5, 7}, {2, 1, 5, 7}}, {{2, 3, 5, 7}, {2, 1, 1, 7}}, {{2, 3, 5, 7}, {2, 1, 5, 1}},
+      {{4, 300}, {4, 300}},         {{6, 1}, {6, 1}},             {{3, 9}, {9}},
+  };
+  Generator g(21);
+  for (DType dt : {kF32, kF64}) {
+    for (const Case& c : cases) {
+      INFO(dtype_name(dt) << " x " << test::str(c.x) << " keep " << test::str(c.keep));
+      Tensor x = mul(randn(c.x, TensorOptions(dt), &g), 4.0);
+      Tensor keep = random_keep(c.keep, 7 + uint64_t(c.x.back()));
+      Tensor y = masked_softmax(x, keep), ref = masked_softmax_reference(x, keep);
+      REQUIRE(y.shape() == c.x);
+      // Dropped entries enter the same loops as −∞ and 0: the same max, the same sum, the same
+      // roundings, so the results are identical, not merely close.
+      CHECK(y.to(kF64).to_vector<double>() == ref.to(kF64).to_vector<double>());
+      // Every kept row sums to 1 (f32 sum bound); dropped entries are exactly 0.
+      std::vector<double> yv = y.to(kF64).to_vector<double>();
+      std::vector<double> kv = keep.expand(c.x).to(kF64).contiguous().to_vector<double>();
+      const int64_t n = c.x.back();
+      for (size_t r = 0; r < yv.size() / size_t(n); ++r) {
+        double s = 0, kept = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const size_t k = r * size_t(n) + size_t(i);
+          if (kv[k] == 0.0) CHECK(yv[k] == 0.0);
+          s += yv[k];
+          kept += kv[k];
+        }
+        CHECK(std::fabs(s - (kept > 0 ? 1.0 : 0.0)) <= tol_for(x, n));
+      }
+    }
+  }
+}
+
+TEST_CASE("masked_softmax gradients pass f64 gradient checks, and dropped entries get none", "[softmax]") {
+  Generator g(22);
+  Tensor x = randn({2, 3, 4, 6}, TensorOptions(kF64), &g).requires_grad_(true);
+  Tensor keep = random_keep({2, 1, 4, 6}, 5);
+  // Row (0, ·, 1) keeps nothing: a zero row whose gradient is zero.
+  keep = masked_fill(keep, tensor(std::vector<double>{0, 1, 0, 0}, {1, 1, 4, 1}).to(kBool), 0.0);
+  auto r = testing::gradcheck([&](const TensorList& in) { return masked_softmax(in[0], keep); }, {x});
+  CHECK(r.ok);
+  INFO(r.message);
+  Tensor dy = randn({2, 3, 4, 6}, TensorOptions(kF64), &g);
+  masked_softmax(x, keep).backward(dy);
+  std::vector<double> dx = x.grad().to_vector<double>();
+  std::vector<double> kv = keep.expand({2, 3, 4, 6}).to(kF64).contiguous().to_vector<double>();
+  for (size_t i = 0; i < dx.size(); ++i)
+    if (kv[i] == 0.0) CHECK(dx[i] == 0.0);
+}
+
+TEST_CASE("masked_softmax rejects bad input with the op name and shape", "[softmax]") {
+  Tensor x = zeros({2, 3});
+  CHECK_THROWS_WITH(masked_softmax(x, zeros({2, 3})), Catch::Contains("masked_softmax") && Catch::Contains("bool"));
+  CHECK_THROWS_WITH(masked_softmax(x, random_keep({3, 3}, 1)),
+                    Catch::Contains("masked_softmax") && Catch::Contains("{3, 3}") && Catch::Contains("{2, 3}"));
+  CHECK_THROWS_WITH(masked_softmax(tensor(std::vector<int64_t>{1, 2}, {2}), random_keep({2}, 1)),
+                    Catch::Contains("masked_softmax") && Catch::Contains("i64"));
+  CHECK_THROWS_WITH(masked_softmax(Tensor(), random_keep({2}, 1)), Catch::Contains("masked_softmax"));
 }
 
 TEST_CASE("softmax rejects bad input with the op name and shape", "[softmax]") {

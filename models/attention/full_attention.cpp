@@ -1,11 +1,10 @@
-// nn::FullAttention, composed from primitive ops (Linear, views, matmul, masked_fill, softmax,
+// nn::FullAttention, composed from primitive ops (Linear, views, matmul, masked_softmax,
 // dropout); autograd comes from those ops. See the header for the semantics and the deviations
 // from the LRA code base.
 #include "lsformer/models/attention/full_attention.h"
 #include "lsformer/models/nn/capture.h"
 
 #include <cmath>
-#include <limits>
 #include <sstream>
 
 #include "lsformer/engine/profiler.h"
@@ -13,7 +12,6 @@
 #include "lsformer/ops/binary.h"
 #include "lsformer/ops/dropout.h"
 #include "lsformer/ops/factory.h"
-#include "lsformer/ops/index.h"
 #include "lsformer/ops/matmul.h"
 #include "lsformer/ops/softmax.h"
 
@@ -74,31 +72,27 @@ Tensor FullAttention::forward(const Tensor& x, const AttentionArgs& args) {
   profiler::PhaseScope phase("attention");
   check_self_attention_args("FullAttention", x, options_.dim, args);
   const int64_t B = x.size(0), n = x.size(1), h = options_.heads, e = head_dim();
-  const double neg_inf = -std::numeric_limits<double>::infinity();
 
   Tensor q = split_heads(mul(W_q->forward(x), 1.0 / std::sqrt(double(e))), h);  // [B, h, n, e]
   Tensor k = split_heads(W_k->forward(x), h);                                     // [B, h, n, e]
   Tensor v = split_heads(W_v->forward(x), h);                                     // [B, h, n, e]
 
   Tensor logits = matmul(q, k.transpose(2, 3));  // [B, h, n, n]
-  Tensor query_pad;                              // [B, 1, n, 1] bool, true for padded queries
+  // Which (query t, key j) pairs take part: both real (padding), and j ≤ t (causal). A padded
+  // query's row keeps nothing, so masked_softmax makes it 0 (its output is W_o's bias). For
+  // bools, a < b ⇔ (!a ∧ b).
+  Tensor keep;  // bool, broadcastable to [B, h, n, n]
   if (args.mask.defined()) {
-    Tensor real = args.mask;
-    query_pad = eq(real, 0.0).view({B, 1, n, 1});
-    // Mask padded keys, but only in the rows of real queries: a padded query's row is zeroed
-    // after the softmax anyway, and leaving it finite keeps NaN (an all −∞ row under causal
-    // masking) out of the forward and the backward. For bools, a < b ⇔ (!a ∧ b): key j
-    // padded and query t real.
-    Tensor masked = lt(real.view({B, 1, 1, n}), real.view({B, 1, n, 1}));  // [B, 1, n, n]
-    logits = masked_fill(logits, masked, neg_inf);
+    const Tensor& real = args.mask;
+    keep = lt(eq(real, 0.0).view({B, 1, n, 1}), real.view({B, 1, 1, n}));  // [B, 1, n, n]
   }
   if (options_.causal) {
     Tensor pos = arange(n, TensorOptions(kI64).device(x.device()));
     Tensor future = gt(pos.view({1, n}), pos.view({n, 1}));  // [n, n]: key j > query t
-    logits = masked_fill(logits, future, neg_inf);
+    keep = keep.defined() ? lt(future, keep) : eq(future, 0.0);
   }
-  Tensor probs = softmax(logits, -1);  // [B, h, n, n]; every real query keeps itself as a key
-  if (query_pad.defined()) probs = masked_fill(probs, query_pad, 0.0);
+  // One pass over the [B, h, n, n] logits (no masked copies of them or of the probabilities).
+  Tensor probs = keep.defined() ? masked_softmax(logits, keep) : softmax(logits, -1);  // [B, h, n, n]
   capture(this, "attention", probs);
   probs = dropout(probs, options_.dropout, is_training(), options_.generator);
 

@@ -103,6 +103,32 @@ LSF_SIMD_CLONES void forward_columns(T* y, const T* x, int64_t n, int64_t inner,
   }
 }
 
+// ---- masked softmax (last dim): the forward of masked_softmax; its backward is softmax's ----
+
+// One row: y = the softmax of x over the entries with keep[i·ks] ≠ 0, 0 elsewhere; all 0 when
+// none is kept. The row is first written to y with −∞ at the dropped entries, then forward_rows
+// runs on it in place (it stays in L1): the same loops as softmax of the −∞-masked logits, so
+// the result equals softmax(masked_fill(x, !keep, −∞)) bit for bit, without that tensor.
+template <typename T>
+LSF_SIMD_CLONES void masked_forward_row(T* yr, const T* xr, const uint8_t* kr, int64_t ks, int64_t n) {
+  const T ninf = -std::numeric_limits<T>::infinity();
+  bool any = false;
+  if (ks == 0) {  // the whole row kept or dropped
+    if (kr[0] != 0) return forward_rows<T, false>(yr, xr, n, 0, 1);
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      const bool k = kr[i * ks] != 0;
+      yr[i] = k ? xr[i] : ninf;
+      any = any || k;
+    }
+  }
+  if (!any) {  // nothing kept: a zero row, not NaN
+    for (int64_t i = 0; i < n; ++i) yr[i] = T(0);
+    return;
+  }
+  forward_rows<T, false>(yr, yr, n, 0, 1);
+}
+
 // ---- backward: softmax dx = y·(dy − Σ dy·y); log_softmax dx = dy − exp(y)·Σ dy ----
 
 // dx, dy, y [rows, n]; rows [begin, end).
@@ -205,9 +231,34 @@ void softmax_backward(bool log, const Tensor& dx, const Tensor& dy, const Tensor
   });
 }
 
+void masked_softmax_forward(const Tensor& y, const Tensor& x, const Tensor& keep) {
+  const int64_t nd = x.dim(), n = x.size(-1), rows = x.numel() / n;
+  const Tensor xc = contiguous_input(x);
+  const uint8_t* pk = static_cast<const uint8_t*>(keep.raw_data());
+  const int64_t ks = keep.stride(-1);
+  // keep's offset of row r (r enumerates x's leading dims in row-major order).
+  auto keep_row = [&](int64_t r) {
+    int64_t offset = 0;
+    for (int64_t d = nd - 2; d >= 0; --d) {
+      const int64_t size = x.size(d);
+      offset += (r % size) * keep.stride(d);
+      r /= size;
+    }
+    return pk + offset;
+  };
+  dispatch_float(x.dtype(), "masked_softmax", [&]<typename T>() {
+    const T* px = xc.data_ptr<T>();
+    T* py = y.data_ptr<T>();
+    parallel_rows(rows, n, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) masked_forward_row<T>(py + r * n, px + r * n, keep_row(r), ks, n);
+    });
+  });
+}
+
 }  // namespace
 
 LSF_REGISTER_KERNEL(softmax_forward_kernel, DeviceType::CPU, softmax_forward);
 LSF_REGISTER_KERNEL(softmax_backward_kernel, DeviceType::CPU, softmax_backward);
+LSF_REGISTER_KERNEL(masked_softmax_forward_kernel, DeviceType::CPU, masked_softmax_forward);
 
 }  // namespace lsf::cpu

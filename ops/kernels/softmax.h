@@ -14,6 +14,10 @@ LSF_DECLARE_KERNEL(softmax_forward_kernel, void(bool log, const Tensor& y, const
 // dx = dy − exp(y)·Σ dy. dx contiguous.
 LSF_DECLARE_KERNEL(softmax_backward_kernel, void(bool log, const Tensor& dx, const Tensor& dy, const Tensor& y, int64_t dim));
 
+// y = masked_softmax(x, keep) over the last dim (ops/softmax.h); keep is bool, already expanded
+// to x's shape (strides may be 0). y contiguous.
+LSF_DECLARE_KERNEL(masked_softmax_forward_kernel, void(const Tensor& y, const Tensor& x, const Tensor& keep));
+
 // A contiguous tensor seen by the softmax kernels of every backend: [outer, n, inner], n the
 // softmax dim.
 struct SoftmaxGeometry {
