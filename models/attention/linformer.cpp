@@ -1,5 +1,5 @@
 // nn::LinformerAttention, composed from primitive ops (Linear, views, matmul with a broadcast
-// projection, softmax, masked_fill, dropout). See the header for the semantics, the layout of E
+// projection, masked_softmax, dropout). See the header for the semantics, the layout of E
 // and F, and the deviations from the LRA code base.
 #include "lsformer/models/attention/linformer.h"
 #include "lsformer/models/nn/capture.h"
@@ -14,7 +14,6 @@
 #include "lsformer/ops/binary.h"
 #include "lsformer/ops/dropout.h"
 #include "lsformer/ops/factory.h"
-#include "lsformer/ops/index.h"
 #include "lsformer/ops/matmul.h"
 #include "lsformer/ops/softmax.h"
 
@@ -83,20 +82,21 @@ Tensor LinformerAttention::forward(const Tensor& x, const AttentionArgs& args) {
   Tensor q = split_heads(mul(W_q->forward(x), 1.0 / std::sqrt(double(e))), h);  // [B, h, n, e]
   Tensor k = split_heads(W_k->forward(x), h);                                     // [B, h, n, e]
   Tensor v = split_heads(W_v->forward(x), h);                                     // [B, h, n, e]
-  Tensor query_pad;  // [B, 1, n, 1] bool, true for padded queries
+  Tensor query_real;  // [B, 1, n, 1] bool, true for real queries
   if (args.mask.defined()) {
     // Padded tokens contribute nothing to the projected keys and values.
     Tensor keep = args.mask.to(x.dtype()).view({B, 1, n, 1});
     k = mul(k, keep);
     v = mul(v, keep);
-    query_pad = eq(args.mask, 0.0).view({B, 1, n, 1});
+    query_real = args.mask.view({B, 1, n, 1});
   }
   // E [h, k, n] or [k, n] broadcasts over the batch (and the heads): [B, h, k, e].
   Tensor k_proj = matmul(E, k);
   Tensor v_proj = matmul(options_.share_kv ? E : F, v);
 
-  Tensor probs = softmax(matmul(q, k_proj.transpose(2, 3)), -1);  // [B, h, n, k]
-  if (query_pad.defined()) probs = masked_fill(probs, query_pad, 0.0);
+  // [B, h, n, k]; a padded query's row is 0 (its output is W_o's bias), in the softmax's pass.
+  Tensor logits = matmul(q, k_proj.transpose(2, 3));
+  Tensor probs = query_real.defined() ? masked_softmax(logits, query_real) : softmax(logits, -1);
   capture(this, "attention", probs);
   probs = dropout(probs, options_.dropout, is_training(), options_.generator);
 
