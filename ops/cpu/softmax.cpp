@@ -12,6 +12,7 @@
 // vexp (≤ 2 ulp) per term (whose argument x − max is rounded to f32 exactly as PyTorch rounds it);
 // log_softmax adds one rounding of |max + log Σ|. That is the tolerance the tests derive
 // (PyTorch also accumulates in f32 here). f64 uses libm's exp and f64 sums.
+#include <cstring>
 #include <limits>
 
 #include "lsformer/ops/cpu/rowwise.h"
@@ -116,6 +117,8 @@ LSF_SIMD_CLONES void masked_forward_row(T* yr, const T* xr, const uint8_t* kr, i
   if (ks == 0) {  // the whole row kept or dropped
     if (kr[0] != 0) return forward_rows<T, false>(yr, xr, n, 0, 1);
   } else {
+    // A row that keeps everything (no padding in this sequence) is a plain softmax row.
+    if (ks == 1 && std::memchr(kr, 0, size_t(n)) == nullptr) return forward_rows<T, false>(yr, xr, n, 0, 1);
     for (int64_t i = 0; i < n; ++i) {
       const bool k = kr[i * ks] != 0;
       yr[i] = k ? xr[i] : ninf;
