@@ -1,4 +1,4 @@
-// CUDA softmax / log_softmax, layer norm, cross-entropy and nll_loss against the CPU kernels,
+// CUDA softmax / log_softmax (and masked_softmax, its composition there), layer norm, cross-entropy and nll_loss against the CPU kernels,
 // forward and backward: last-dim rows (short, block-sized, longer than a block), softmax over
 // an inner dim (the column kernels), non-contiguous inputs, [N, C, d1, d2] losses with
 // ignore_index, label smoothing, every reduction and i32 targets, f32/f64/bf16.
@@ -95,6 +95,28 @@ TEST_CASE("CUDA softmax on a non-contiguous input", "[cuda]") {
   Tensor base = random_tensor({40, 70}, kF32, 3);
   Tensor yc = softmax(base.t(), -1), yg = softmax(gpu(base).t(), -1);  // rows of 40 with stride 70
   check_gpu(yg, yc, 0.0, 2.0 * sum_err(40, kF32) + 6 * 0x1p-24);  // rows: see the top
+}
+
+TEST_CASE("CUDA masked_softmax (its composition) matches the CPU kernel forward and backward", "[cuda]") {
+  LSF_REQUIRE_CUDA_DEVICE();
+  // keep [B, 1, n, n] as full attention builds it, with query 2 of batch 0 keeping nothing.
+  Generator g(31);
+  Tensor keep = gt(rand({2, 1, 5, 40}, TensorOptions(kF64), &g), 0.3);
+  keep = masked_fill(keep, tensor(std::vector<double>{1, 0, 0, 0, 0, 0, 1, 0, 0, 0}, {2, 1, 5, 1}).to(kBool), 0.0);
+  for (DType t : {kF32, kF64}) {
+    INFO(dtype_name(t));
+    Tensor x = random_tensor({2, 3, 5, 40}, t, 4, 3.0);
+    Tensor dy = random_tensor({2, 3, 5, 40}, t, 5);
+    Tensor xc = cpu_ref(x).requires_grad_(true), xg = gpu(x).requires_grad_(true);
+    Tensor yc = masked_softmax(xc, keep), yg = masked_softmax(xg, gpu(keep));
+    // As softmax (above): the kept entries are a softmax over at most 40 terms; dropped ones and
+    // the empty row are exactly 0 on both.
+    const double e = 2.0 * sum_err(40, t) + 6.0 * compute_u(t);
+    check_gpu(yg, yc.detach(), 0.0, e);
+    yc.backward(cpu_ref(dy));
+    yg.backward(gpu(dy));
+    check_gpu(xg.grad(), xc.grad(), (2.0 * sum_err(40, t) + e) * max_abs(dy), e);
+  }
 }
 
 TEST_CASE("CUDA layer_norm matches the CPU forward and backward", "[cuda]") {
