@@ -131,6 +131,8 @@ def main():
     p.add_argument("out", help="the grid's directory (bench/run_lra_cpu.sh's OUT_DIR)")
     p.add_argument("--write", metavar="RESULTS_MD", help="also rewrite the lra-cpu section of this file")
     p.add_argument("--seeds", type=int, default=3, help="seeds per cell of the whole grid (default 3)")
+    p.add_argument("--note", default="", help="a paragraph printed under the section's header (e.g. which "
+                   "builds ran which cells, when a grid spanned several)")
     args = p.parse_args()
     rows, pending = table(args.out, args.seeds)
     if pending:
@@ -148,6 +150,7 @@ def main():
             f"Produced by `bench/run_lra_cpu.sh` (configs `configs/lra-cpu/`), tree {bench_common.git_revision()}, "
             f"load average at the end {bench_common.loadavg()}.",
             f"- Machine: {bench_common.machine()}.",
+            *([f"- {args.note}"] if args.note else []),
             "",
             *rows,
             "",

@@ -12,7 +12,8 @@
 # Environment: TASKS (default "listops pathfinder32 image"), ATTENTIONS ("ls full linformer"),
 # SEEDS ("1 2 3"), THREADS (2), EXTRA (more lsf train flags for every run, e.g. a quick check:
 # EXTRA="--set train.steps=20 --set schedule.warmup_steps=2"), WRITE=1 (also rewrite the
-# "lra-cpu" section of bench/RESULTS.md). A cell whose run directory already holds summary.json is
+# "lra-cpu" section of bench/RESULTS.md), NOTE (a paragraph for that section's header, e.g. which
+# builds ran which cells when a grid spanned several). A cell whose run directory already holds summary.json is
 # not run again, so an interrupted grid continues where it stopped.
 #
 # Two phases (PHASES, default "accuracy timing"):
@@ -74,4 +75,4 @@ fi
 write=()
 [[ ${WRITE:-0} == 1 ]] && write=(--write bench/RESULTS.md)
 read -r -a seed_list <<< "$seeds"
-/usr/bin/python3 bench/lra_cpu_table.py "$out" --seeds "${#seed_list[@]}" "${write[@]}"
+/usr/bin/python3 bench/lra_cpu_table.py "$out" --seeds "${#seed_list[@]}" --note "${NOTE:-}" "${write[@]}"
