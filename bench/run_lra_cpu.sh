@@ -17,7 +17,7 @@
 # not run again, so an interrupted grid continues where it stopped.
 #
 # Two phases (PHASES, default "accuracy timing"):
-# - accuracy: the 27 training runs (about 2.5 hours on 2 cores). Their accuracy and peak memory
+# - accuracy: the 27 training runs (about 3.5 hours on 2 cores). Their accuracy and peak memory
 #   do not depend on the load (fixed threads, deterministic kernels), so they may run on a busy
 #   machine, e.g. under `nice -n 19`, across sessions;
 # - timing: each task × attention once more for TIMING_STEPS (60) steps into OUT/timing/, run on
