@@ -1,4 +1,5 @@
-// CUDA softmax / log_softmax (and masked_softmax, its composition there), layer norm, cross-entropy and nll_loss against the CPU kernels,
+// CUDA softmax / log_softmax (and masked_softmax, its composition there), layer norm,
+// cross-entropy and nll_loss against the CPU kernels,
 // forward and backward: last-dim rows (short, block-sized, longer than a block), softmax over
 // an inner dim (the column kernels), non-contiguous inputs, [N, C, d1, d2] losses with
 // ignore_index, label smoothing, every reduction and i32 targets, f32/f64/bf16.

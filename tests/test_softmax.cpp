@@ -209,8 +209,8 @@ TEST_CASE("masked_softmax gradients pass f64 gradient checks, and dropped entrie
   // Row (0, ·, 1) keeps nothing: a zero row whose gradient is zero.
   keep = masked_fill(keep, tensor(std::vector<double>{0, 1, 0, 0}, {1, 1, 4, 1}).to(kBool), 0.0);
   auto r = testing::gradcheck([&](const TensorList& in) { return masked_softmax(in[0], keep); }, {x});
-  CHECK(r.ok);
   INFO(r.message);
+  CHECK(r.ok);
   Tensor dy = randn({2, 3, 4, 6}, TensorOptions(kF64), &g);
   masked_softmax(x, keep).backward(dy);
   std::vector<double> dx = x.grad().to_vector<double>();
