@@ -214,8 +214,17 @@ void set_panel(Product<T>& p, std::vector<T>& storage, bool tb, const T* b, int6
   if (storage.size() < size_t(p.k * ld)) storage.resize(size_t(p.k * ld));
   T* panel = storage.data();
   if (tb) {
-    for (int64_t j = 0; j < p.n; ++j)  // b's row j is the panel's column j
-      for (int64_t kk = 0; kk < p.k; ++kk) panel[kk * ld + j] = b[j * ldb + kk];
+    // b's row j is the panel's column j. In blocks of kTransposeBlock × kTransposeBlock, so the
+    // block's panel rows stay in L1 while b's rows stream through it: column by column, every
+    // store went to another panel row, a cache miss each (a 256 × 256 weight cost as much to pack
+    // as a 128-row product with it took to compute).
+    constexpr int64_t kTransposeBlock = 16;
+    for (int64_t j0 = 0; j0 < p.n; j0 += kTransposeBlock)
+      for (int64_t k0 = 0; k0 < p.k; k0 += kTransposeBlock) {
+        const int64_t j1 = std::min(p.n, j0 + kTransposeBlock), k1 = std::min(p.k, k0 + kTransposeBlock);
+        for (int64_t j = j0; j < j1; ++j)
+          for (int64_t kk = k0; kk < k1; ++kk) panel[kk * ld + j] = b[j * ldb + kk];
+      }
   } else {
     for (int64_t kk = 0; kk < p.k; ++kk) std::copy(b + kk * ldb, b + kk * ldb + p.n, panel + kk * ld);
   }
