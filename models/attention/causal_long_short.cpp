@@ -182,7 +182,9 @@ Tensor CausalLongShortAttention::forward(const Tensor& x, const AttentionArgs& a
   Compressed blk = compress_projected(kb, vb, chunk_scores(x));
   Tensor kc = cat({mem.k, blk.k}, 2), vc = cat({mem.v, blk.v}, 2);
   // Step 4: window keys/values over [last w memory rows ; block], LN_L.
-  Tensor tail = xm.narrow(1, C - w, w);
+  // Contiguous, so that its projections below are one GEMM over all B·w rows instead of B
+  // products of w rows each (each packing the weight again).
+  Tensor tail = xm.narrow(1, C - w, w).contiguous();
   Tensor kw = split_heads(dual_ln_win->forward(cat({proj_key->forward(tail), kb}, 1)), h);
   Tensor vw = split_heads(dual_ln_win->forward(cat({proj_val->forward(tail), vb}, 1)), h);
   // Position tables: window row j ↔ distance w−1−j through W_R; chunk row p ↔ value p through W_Rc.
