@@ -9,6 +9,7 @@
 //     (set_fused(false)).
 //   - masked softmax: on a GPU, masked_softmax (ops/softmax.h) runs its composition of
 //     masked_fill and the CUDA softmax kernels.
+//   - bias_gelu: on a GPU it runs its composition gelu(add(x, bias)) (ops/unary.h).
 #include "lsformer/engine/device.h"
 #include "lsformer/ops/batch_norm.h"
 #include "lsformer/ops/kernels/batch_norm.h"
@@ -19,6 +20,7 @@
 #include "lsformer/ops/pool.h"
 #include "lsformer/ops/kernels/pool.h"
 #include "lsformer/ops/kernels/softmax.h"
+#include "lsformer/ops/kernels/unary.h"
 
 namespace lsf::cuda {
 
@@ -35,5 +37,7 @@ LSF_MARK_UNSUPPORTED(adaptive_avg_pool2d_backward_kernel, DeviceType::CUDA);
 LSF_MARK_UNSUPPORTED(causal_long_short_forward_kernel, DeviceType::CUDA);
 LSF_MARK_UNSUPPORTED(causal_long_short_backward_kernel, DeviceType::CUDA);
 LSF_MARK_UNSUPPORTED(masked_softmax_forward_kernel, DeviceType::CUDA);
+LSF_MARK_UNSUPPORTED(bias_gelu_forward_kernel, DeviceType::CUDA);
+LSF_MARK_UNSUPPORTED(bias_gelu_backward_kernel, DeviceType::CUDA);
 
 }  // namespace lsf::cuda

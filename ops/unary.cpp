@@ -11,12 +11,15 @@
 #include <limits>
 
 #include "lsformer/engine/autograd.h"
+#include "lsformer/ops/binary.h"
 #include "lsformer/ops/factory.h"
 
 namespace lsf {
 
 LSF_DEFINE_KERNEL(unary_forward_kernel, void(UnaryOp op, const Tensor& y, const Tensor& x, double a, double b));
 LSF_DEFINE_KERNEL(unary_backward_kernel, void(UnaryOp op, const Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& y, double a, double b));
+LSF_DEFINE_KERNEL(bias_gelu_forward_kernel, void(UnaryOp op, const Tensor& y, const Tensor& x, const Tensor& bias));
+LSF_DEFINE_KERNEL(bias_gelu_backward_kernel, void(UnaryOp op, const Tensor& dx, const Tensor& dbias, const Tensor& dy, const Tensor& x, const Tensor& bias));
 
 using autograd::NeedsGrad;
 using autograd::SavedTensor;
@@ -91,6 +94,39 @@ Tensor relu(const Tensor& x) { return unary(UnaryOp::Relu, x); }
 
 Tensor gelu(const Tensor& x, GeluApproximation approximate) {
   return unary(approximate == GeluApproximation::Tanh ? UnaryOp::GeluTanh : UnaryOp::Gelu, x);
+}
+
+Tensor bias_gelu(const Tensor& x, const Tensor& bias, GeluApproximation approximate) {
+  const char* name = "bias_gelu";
+  check_defined(name, {&x, &bias});
+  check_same_device(name, {&x, &bias});
+  LSF_CHECK(is_floating(x.dtype())) << name << ": expected a floating-point x, got " << x.dtype() << " of shape "
+                                    << x.shape();
+  LSF_CHECK(bias.dtype() == x.dtype()) << name << ": bias dtype " << bias.dtype() << " differs from x's "
+                                       << x.dtype();
+  LSF_CHECK(x.dim() >= 1 && bias.dim() == 1 && bias.size(0) == x.size(-1))
+      << name << ": bias must be [N] with N = x's last dimension; got x of shape " << x.shape()
+      << " and bias of shape " << bias.shape();
+  if (!bias_gelu_forward_kernel.implemented(x.device().type)) return gelu(add(x, bias), approximate);
+  const UnaryOp op = approximate == GeluApproximation::Tanh ? UnaryOp::GeluTanh : UnaryOp::Gelu;
+  Tensor xc = x.contiguous(), bc = bias.contiguous();
+  Tensor y = empty(x.shape(), x.options());
+  if (y.numel() > 0) bias_gelu_forward_kernel(x.device(), op, y, xc, bc);
+  if (autograd::any_requires_grad({&x, &bias})) {
+    // Saves the inputs, not x + bias: the backward adds the bias again row by row.
+    SavedTensor saved_x(xc.detach()), saved_bias(bc.detach());
+    autograd::record(name, {x, bias}, {y},
+                     [op, saved_x, saved_bias](const TensorList& g, const NeedsGrad&) -> TensorList {
+                       const Tensor& xv = saved_x.get();
+                       const Tensor& bv = saved_bias.get();
+                       const Tensor dy = g[0].contiguous();  // [same as x]
+                       Tensor dx = empty(xv.shape(), xv.options()), dbias = empty(bv.shape(), bv.options());
+                       if (dx.numel() > 0) bias_gelu_backward_kernel(dy.device(), op, dx, dbias, dy, xv, bv);
+                       else dbias.zero_();
+                       return {dx, dbias};
+                     });
+  }
+  return y;
 }
 
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {

@@ -1,6 +1,6 @@
 // Unary elementwise ops and activations, each with its backward: neg, pow (scalar exponent),
 // exp, log, sqrt, rsqrt, abs, tanh, sigmoid, relu, gelu (exact erf form and tanh
-// approximation), clamp. Floating-point inputs (abs, neg and clamp also take integers).
+// approximation; bias_gelu with a bias folded in), clamp. Floating-point inputs (abs, neg and clamp also take integers).
 //
 // Values, special values (inf, NaN, signed zeros) and gradients follow PyTorch, including its
 // conventions at the non-differentiable points: relu' = 0 and abs' = 0 at 0, clamp passes the
@@ -32,6 +32,13 @@ Tensor relu(const Tensor& x);  // gradient 0 at 0
 enum class GeluApproximation { None, Tanh };
 // x·Φ(x) exactly (erf), or the tanh approximation 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
 Tensor gelu(const Tensor& x, GeluApproximation approximate = GeluApproximation::None);
+// gelu(x + bias), bias [N] added along x's last dimension [..., N]: a Linear layer's bias folded
+// into its activation, so the pre-activation x + bias is never written out. The forward equals
+// gelu(add(x, bias)) bit for bit, and so does the x gradient; the backward gives the bias
+// gradient in the same pass over the rows (summed in blocks of rows in a fixed order: the
+// same bits on any thread count). Where a device has no fused kernel (CUDA, for now) it runs
+// that composition. x and bias: floating point, one dtype and device.
+Tensor bias_gelu(const Tensor& x, const Tensor& bias, GeluApproximation approximate = GeluApproximation::None);
 
 // Bounds are optional (std::nullopt: unbounded), but not both absent. The gradient passes where
 // min ≤ x ≤ max. As in PyTorch, min > max gives max everywhere, and NaN stays NaN. Integer

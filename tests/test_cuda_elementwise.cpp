@@ -304,6 +304,27 @@ TEST_CASE("CUDA unary ops match the CPU forward and backward in every float dtyp
   }
 }
 
+TEST_CASE("CUDA bias_gelu (its composition) matches the CPU's fused kernel forward and backward", "[cuda]") {
+  LSF_REQUIRE_CUDA_DEVICE();
+  for (DType t : {kF32, kF64}) {
+    INFO(dtype_name(t));
+    const double tol = unary_tol(t);
+    Tensor x = random_tensor({37, 143}, t, 23), bias = random_tensor({143}, t, 24), dy = random_tensor({37, 143}, t, 25);
+    Tensor xc = cpu_ref(x).requires_grad_(true), bc = cpu_ref(bias).requires_grad_(true);
+    Tensor xg = gpu(x).requires_grad_(true), bg = gpu(bias).requires_grad_(true);
+    Tensor yc = bias_gelu(xc, bc), yg = bias_gelu(xg, bg);
+    // The sum x + bias is one rounding on both sides; then gelu as in the unary test above.
+    test::check_gpu(yg, yc.detach(), tol, tol);
+    yc.backward(cpu_ref(dy));
+    yg.backward(gpu(dy));
+    test::check_gpu(xg.grad(), xc.grad(), tol * std::max(test::max_abs(xc.grad()), 1.0), tol);
+    // dbias: 37 rows summed in different orders on the two sides, each within 36·u·Σ|dx| of
+    // the exact sum.
+    const double sum_tol = 2.0 * 36.0 * unit_roundoff(t) * 37.0 * std::max(test::max_abs(xc.grad()), 1.0);
+    test::check_gpu(bg.grad(), bc.grad(), sum_tol + tol * 37.0 * std::max(test::max_abs(xc.grad()), 1.0), tol);
+  }
+}
+
 TEST_CASE("CUDA unary ops on strided views and special values", "[cuda]") {
   LSF_REQUIRE_CUDA_DEVICE();
   // x is a transposed, stepped slice of a leaf: [12, 40], neither contiguous nor dense.

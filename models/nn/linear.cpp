@@ -30,14 +30,25 @@ void Linear::reset_parameters(Generator* generator) {
   }
 }
 
-Tensor Linear::forward(const Tensor& x) {
-  ::lsf::nn::ModuleScope call_site(*this);
+void Linear::check_input(const Tensor& x) const {
   LSF_CHECK(x.defined()) << "Linear: the input is undefined";
   LSF_CHECK(x.dim() >= 1 && x.size(-1) == in_features_)
       << "Linear: input of shape " << x.shape() << " does not end in in_features=" << in_features_
       << " (weight shape " << weight.shape() << ")";
+}
+
+Tensor Linear::forward(const Tensor& x) {
+  ::lsf::nn::ModuleScope call_site(*this);
+  check_input(x);
   Tensor y = matmul(x, weight.t());
   return bias.defined() ? add(y, bias) : y;
+}
+
+Tensor Linear::forward_gelu(const Tensor& x, GeluApproximation approximate) {
+  ::lsf::nn::ModuleScope call_site(*this);
+  check_input(x);
+  Tensor y = matmul(x, weight.t());
+  return bias.defined() ? bias_gelu(y, bias, approximate) : gelu(y, approximate);
 }
 
 std::string Linear::extra_repr() const {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "lsformer/models/nn/layer.h"
+#include "lsformer/ops/unary.h"
 
 namespace lsf::nn {
 
@@ -16,6 +17,10 @@ class Linear : public Layer {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
   Tensor forward(const Tensor& x) override;
+  // gelu(forward(x)), with the bias folded into the activation (bias_gelu, ops/unary.h): one
+  // pass over the [..., out_features] output fewer each way. Equal to GELU()(forward(x)) in the
+  // forward and the input gradient, bit for bit.
+  Tensor forward_gelu(const Tensor& x, GeluApproximation approximate = GeluApproximation::None);
   std::string extra_repr() const override;
   // Draws weight and bias again with the default initialisation (from `generator`, or the
   // default generator when null).
@@ -28,6 +33,7 @@ class Linear : public Layer {
   Tensor bias;    // [out_features] or undefined
 
  private:
+  void check_input(const Tensor& x) const;
   int64_t in_features_, out_features_;
 };
 

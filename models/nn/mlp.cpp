@@ -18,7 +18,10 @@ Mlp::Mlp(int64_t in_features, const MlpOptions& options) : Layer("Mlp") {
 Tensor Mlp::forward(const Tensor& x) {
   ::lsf::nn::ModuleScope call_site(*this);
   profiler::PhaseScope phase("ffn");
-  return drop2->forward(fc2->forward(drop1->forward(act->forward(fc1->forward(x)))));
+  // A GELU takes fc1's bias inside it (Linear::forward_gelu): the same values, one pass less.
+  const auto* gelu = dynamic_cast<const GELU*>(act.get());
+  Tensor hidden = gelu ? fc1->forward_gelu(x, gelu->approximate()) : act->forward(fc1->forward(x));
+  return drop2->forward(fc2->forward(drop1->forward(hidden)));
 }
 
 }  // namespace lsf::nn

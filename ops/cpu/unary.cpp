@@ -24,6 +24,7 @@
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -544,9 +545,146 @@ void unary_backward(UnaryOp op, const Tensor& dx, const Tensor& dy, const Tensor
   dispatch_float(dy.dtype(), name, [&]<typename T>() { backward_float<T>(op, dx, dy, s, a, b); });
 }
 
+// ---- bias_gelu: y = gelu(x + bias) over rows of n, and its backward ----
+// Rows are taken kBiasGeluRowBlock at a time (the unit of parallel work, and of the bias
+// gradient's partial sums). A block's elements, flat, are formed as x + bias kGather at a time
+// in a stack buffer and handed to the same contiguous loop as gelu itself. A block starts at a
+// flat offset that is a multiple of 32·n, so every piece starts on a multiple of the vector
+// width, as gelu's own chunks do: each element goes through the same vector (or, at the very
+// end of the tensor, scalar tail) code as in gelu, and the values are gelu's bit for bit.
+static_assert(kBiasGeluRowBlock % 16 == 0 && kGather % 16 == 0, "pieces must start on a vector boundary");
+
+// Calls fn(i, j, len) for the runs that split m consecutive elements, the first at column j of
+// rows of n, at the row ends: elements [i, i + len) are columns [j, j + len) of one row.
+template <typename Fn>
+inline void row_runs(int64_t j, int64_t m, int64_t n, Fn&& fn) {
+  for (int64_t i = 0; i < m;) {
+    const int64_t len = std::min(m - i, n - j);
+    fn(i, j, len);
+    i += len;
+    j = j + len == n ? 0 : j + len;
+  }
+}
+
+// u = x + b and p += d over len elements: at full vector width for f32 (the library itself is
+// built for baseline x86-64; see simd.h), plain loops for f64.
+LSF_SIMD_CLONES void add_run_f32(float* __restrict u, const float* __restrict x, const float* __restrict b,
+                                 int64_t len) {
+  for (int64_t k = 0; k < len; ++k) u[k] = x[k] + b[k];
+}
+LSF_SIMD_CLONES void accumulate_run_f32(float* __restrict p, const float* __restrict d, int64_t len) {
+  for (int64_t k = 0; k < len; ++k) p[k] += d[k];
+}
+template <typename T>
+void add_run(T* __restrict u, const T* __restrict x, const T* __restrict b, int64_t len) {
+  if constexpr (std::is_same_v<T, float>) add_run_f32(u, x, b, len);
+  else for (int64_t k = 0; k < len; ++k) u[k] = x[k] + b[k];
+}
+template <typename T>
+void accumulate_run(T* __restrict p, const T* __restrict d, int64_t len) {
+  if constexpr (std::is_same_v<T, float>) accumulate_run_f32(p, d, len);
+  else for (int64_t k = 0; k < len; ++k) p[k] += d[k];
+}
+
+// Calls piece(offset, u, m, j) for consecutive pieces [offset, offset + m) of the flat rows
+// [r0, r1) with u = x + bias over them; j is the piece's first column.
+template <typename T, typename Piece>
+inline void biased_pieces(const T* __restrict x, const T* __restrict bias, int64_t r0, int64_t r1, int64_t n,
+                          Piece&& piece) {
+  T u[kGather];
+  int64_t j = 0;
+  for (int64_t e = r0 * n, end = r1 * n; e < end; e += kGather) {
+    const int64_t m = std::min(kGather, end - e);
+    row_runs(j, m, n, [&](int64_t i, int64_t jj, int64_t len) { add_run(u + i, x + e + i, bias + jj, len); });
+    piece(e, static_cast<const T*>(u), m, j);
+    j = (j + m) % n;
+  }
+}
+
+template <typename T, typename F>
+void bias_act_forward(T* __restrict y, const T* __restrict x, const T* __restrict bias, int64_t rows, int64_t n,
+                      F f) {
+  const int64_t blocks = (rows + kBiasGeluRowBlock - 1) / kBiasGeluRowBlock;
+#pragma omp parallel for schedule(static) if (rows * n >= kParallelGrain)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t r0 = blk * kBiasGeluRowBlock, r1 = std::min(rows, r0 + kBiasGeluRowBlock);
+    biased_pieces(x, bias, r0, r1, n, [&](int64_t e, const T* u, int64_t m, int64_t) { run1(y + e, u, m, f); });
+  }
+}
+
+// dx = f(dy, x + bias); each block of rows sums its dx into its own partial row (rows in
+// order), and dbias sums the partial rows in block order: the bits depend on the block size
+// only, not on the thread count.
+template <typename T, typename F>
+void bias_act_backward(T* __restrict dx, T* __restrict dbias, const T* __restrict dy, const T* __restrict x,
+                       const T* __restrict bias, int64_t rows, int64_t n, F f) {
+  const int64_t blocks = (rows + kBiasGeluRowBlock - 1) / kBiasGeluRowBlock;
+  thread_local std::vector<T> partial_storage;  // reused across calls; each block clears its row
+  if (partial_storage.size() < size_t(blocks * n)) partial_storage.resize(size_t(blocks * n));
+  T* const partial = partial_storage.data();
+#pragma omp parallel for schedule(static) if (rows * n >= kParallelGrain)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    T* const part = partial + blk * n;
+    std::fill(part, part + n, T(0));
+    const int64_t r0 = blk * kBiasGeluRowBlock, r1 = std::min(rows, r0 + kBiasGeluRowBlock);
+    biased_pieces(x, bias, r0, r1, n, [&](int64_t e, const T* u, int64_t m, int64_t j) {
+      run2(dx + e, dy + e, u, m, f);
+      row_runs(j, m, n, [&](int64_t i, int64_t jj, int64_t len) { accumulate_run(part + jj, dx + e + i, len); });
+    });
+  }
+  // Column strips of the partial rows, each summed row after row (vectorised along the strip).
+  constexpr int64_t kStrip = 256;
+#pragma omp parallel for schedule(static) if (blocks * n >= kParallelGrain)
+  for (int64_t j0 = 0; j0 < n; j0 += kStrip) {
+    const int64_t len = std::min(kStrip, n - j0);
+    std::copy(partial + j0, partial + j0 + len, dbias + j0);
+    for (int64_t blk = 1; blk < blocks; ++blk) accumulate_run(dbias + j0, partial + blk * n + j0, len);
+  }
+}
+
+void check_bias_gelu_op(UnaryOp op) {
+  LSF_CHECK(op == UnaryOp::Gelu || op == UnaryOp::GeluTanh)
+      << "internal: bias_gelu kernel called with op " << unary_op_name(op);
+}
+
+void bias_gelu_forward(UnaryOp op, const Tensor& y, const Tensor& x, const Tensor& bias) {
+  check_bias_gelu_op(op);
+  const int64_t n = x.size(-1);
+  LSF_CHECK(x.is_contiguous() && y.is_contiguous() && bias.is_contiguous() && y.shape() == x.shape() &&
+            bias.numel() == n && y.dtype() == x.dtype() && bias.dtype() == x.dtype())
+      << "internal: bias_gelu kernel got y " << y.shape() << ", x " << x.shape() << ", bias " << bias.shape();
+  const int64_t rows = n == 0 ? 0 : x.numel() / n;
+  dispatch_float(x.dtype(), "bias_gelu", [&]<typename T>() {
+    if (op == UnaryOp::Gelu) bias_act_forward(y.data_ptr<T>(), x.data_ptr<T>(), bias.data_ptr<T>(), rows, n, GeluF<T>{});
+    else bias_act_forward(y.data_ptr<T>(), x.data_ptr<T>(), bias.data_ptr<T>(), rows, n, GeluTanhF<T>{});
+  });
+}
+
+void bias_gelu_backward(UnaryOp op, const Tensor& dx, const Tensor& dbias, const Tensor& dy, const Tensor& x,
+                        const Tensor& bias) {
+  check_bias_gelu_op(op);
+  const int64_t n = x.size(-1);
+  LSF_CHECK(dx.is_contiguous() && dy.is_contiguous() && x.is_contiguous() && bias.is_contiguous() &&
+            dbias.is_contiguous() && dx.shape() == x.shape() && dy.shape() == x.shape() && bias.numel() == n &&
+            dbias.numel() == n)
+      << "internal: bias_gelu backward kernel got dx " << dx.shape() << ", dy " << dy.shape() << ", x "
+      << x.shape() << ", bias " << bias.shape() << ", dbias " << dbias.shape();
+  const int64_t rows = n == 0 ? 0 : x.numel() / n;
+  dispatch_float(x.dtype(), "bias_gelu", [&]<typename T>() {
+    T* const dxp = dx.data_ptr<T>();
+    T* const dbp = dbias.data_ptr<T>();
+    if (op == UnaryOp::Gelu)
+      bias_act_backward(dxp, dbp, dy.data_ptr<T>(), x.data_ptr<T>(), bias.data_ptr<T>(), rows, n, GeluBackF<T>{});
+    else
+      bias_act_backward(dxp, dbp, dy.data_ptr<T>(), x.data_ptr<T>(), bias.data_ptr<T>(), rows, n, GeluTanhBackF<T>{});
+  });
+}
+
 }  // namespace
 
 LSF_REGISTER_KERNEL(unary_forward_kernel, DeviceType::CPU, unary_forward);
 LSF_REGISTER_KERNEL(unary_backward_kernel, DeviceType::CPU, unary_backward);
+LSF_REGISTER_KERNEL(bias_gelu_forward_kernel, DeviceType::CPU, bias_gelu_forward);
+LSF_REGISTER_KERNEL(bias_gelu_backward_kernel, DeviceType::CPU, bias_gelu_backward);
 
 }  // namespace lsf::cpu

@@ -19,6 +19,13 @@ LSF_DECLARE_KERNEL(unary_forward_kernel, void(UnaryOp op, const Tensor& y, const
 // kernel reads the one its formula needs). All same shape; dx contiguous.
 LSF_DECLARE_KERNEL(unary_backward_kernel, void(UnaryOp op, const Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& y, double a, double b));
 
+// y = gelu(x + bias) for op Gelu or GeluTanh: x and y [R, N] contiguous, bias [N] contiguous.
+LSF_DECLARE_KERNEL(bias_gelu_forward_kernel, void(UnaryOp op, const Tensor& y, const Tensor& x, const Tensor& bias));
+// dx = dy · gelu'(x + bias) and dbias = Σ_rows dx: dx, dy, x [R, N] and dbias, bias [N], all
+// contiguous. dbias sums blocks of kBiasGeluRowBlock rows, then the blocks, in order.
+LSF_DECLARE_KERNEL(bias_gelu_backward_kernel, void(UnaryOp op, const Tensor& dx, const Tensor& dbias, const Tensor& dy, const Tensor& x, const Tensor& bias));
+constexpr int64_t kBiasGeluRowBlock = 32;
+
 // A Clamp bound (a or b above; ±inf when absent) in a kernel's compute type T: for floats,
 // values beyond T's range become ±inf; integer bounds (integral, checked by clamp()) saturate
 // at T's range. Every backend converts the bounds this way.
