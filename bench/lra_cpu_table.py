@@ -57,7 +57,10 @@ DIFFERENCES = [
     "f32 on the CPU instead of mixed precision on GPUs.",
     "- **Paper column**: Zhu et al. 2021, Table 1 (Full Attention, Linformer, Transformer-LS rows); only the "
     "Transformer-LS Image / Pathfinder values (45.05 / 76.48) are also in docs/transformer-ls.md §5, the others "
-    "were transcribed without a copy of the paper at hand: check them against arXiv 2107.02192 before citing.",
+    "were transcribed without a copy of the paper at hand: check them against arXiv 2107.02192 before citing. "
+    "LRA's own Linformer row (Tay et al. 2021, as paperswithcode lists it: ListOps 35.70, Image 38.56, "
+    "Pathfinder 76.34) agrees on Image but not on the ListOps and Pathfinder entries here, which may come from "
+    "a re-run the Transformer-LS paper reports instead.",
 ]
 
 
