@@ -1,6 +1,7 @@
 // Unary elementwise ops and activations, each with its backward: neg, pow (scalar exponent),
 // exp, log, sqrt, rsqrt, abs, tanh, sigmoid, relu, gelu (exact erf form and tanh
-// approximation; bias_gelu with a bias folded in), clamp. Floating-point inputs (abs, neg and clamp also take integers).
+// approximation; bias_gelu with a bias folded in), clamp. Floating-point inputs (abs, neg and
+// clamp also take integers).
 //
 // Values, special values (inf, NaN, signed zeros) and gradients follow PyTorch, including its
 // conventions at the non-differentiable points: relu' = 0 and abs' = 0 at 0, clamp passes the
