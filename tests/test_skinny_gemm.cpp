@@ -191,3 +191,32 @@ TEST_CASE("skinny_gemm is dispatched to only with a vector variant", "[matmul][s
   lsf::cpu::select_skinny_gemm_variant(lsf::cpu::skinny_gemm_variants().front());
   CHECK(skinny_gemm_applies(1000, 64, 64) == (lsf::cpu::skinny_gemm_variants().front() != "baseline"));
 }
+
+// The bias of a Linear layer joins the product as each tile is stored: c = (Σ + beta·c) + bias,
+// bit for bit what the product without it followed by a separate add gives (alpha = 1), in every
+// variant, for every column count (partial vectors), both transposes, and a contraction in
+// several K chunks (the bias joins after the last).
+template <typename T>
+void check_bias() {
+  for (bool tb : {false, true})
+    for (int64_t n : kCols)
+      for (int64_t k : {int64_t(7), int64_t(64), int64_t(600)})
+        for (double beta : {0.0, 0.25}) {
+          const int64_t m = k > lsf::cpu::kSkinnyMaxK ? 40 : 37;
+          INFO("tb " << tb << ", m " << m << ", n " << n << ", k " << k << ", beta " << beta);
+          const int64_t ldb = tb ? k : n;
+          const std::vector<T> a = values<T>(size_t(m * k), 4), b = values<T>(size_t((tb ? n : k) * ldb), 5);
+          const std::vector<T> bias = values<T>(size_t(n), 6), c0 = values<T>(size_t(m * n), 7);
+          std::vector<T> with_bias = c0, separate = c0;
+          skinny_gemm(false, tb, m, n, k, T(1), a.data(), k, b.data(), ldb, T(beta), with_bias.data(), n, bias.data());
+          skinny_gemm(false, tb, m, n, k, T(1), a.data(), k, b.data(), ldb, T(beta), separate.data(), n);
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) separate[size_t(i * n + j)] += bias[size_t(j)];
+          CHECK(with_bias == separate);
+        }
+}
+
+TEST_CASE("skinny_gemm adds a bias as a separate add would, bit for bit, every variant", "[matmul][skinny]") {
+  for_each_variant(check_bias<float>);
+  for_each_variant(check_bias<double>);
+}

@@ -54,6 +54,9 @@ struct Product {
   int64_t panel_ld;
   T* c;
   int64_t ldc;
+  // Added to every row after the product (nullptr: none); set on the last K chunk only, so the
+  // bias joins the finished sum, as a separate add would.
+  const T* bias;
 };
 
 template <typename T, int Bytes>
@@ -99,10 +102,18 @@ inline __attribute__((always_inline)) void tile(const Product<T>& p, int64_t i, 
           std::memcpy(&old, c + v * L, sizeof(V));
           out += p.beta * old;
         }
+        if (p.bias) {
+          V bias;
+          std::memcpy(&bias, p.bias + j0 + v * L, sizeof(V));
+          out += bias;
+        }
         std::memcpy(c + v * L, &out, sizeof(V));
       } else {
-        for (int64_t l = 0; l < valid; ++l)
-          c[v * L + l] = p.beta != T(0) ? out[l] + p.beta * c[v * L + l] : out[l];
+        for (int64_t l = 0; l < valid; ++l) {
+          T value = p.beta != T(0) ? out[l] + p.beta * c[v * L + l] : out[l];
+          if (p.bias) value += p.bias[j0 + v * L + l];
+          c[v * L + l] = value;
+        }
       }
     }
   }
@@ -235,7 +246,7 @@ void set_panel(Product<T>& p, std::vector<T>& storage, bool tb, const T* b, int6
 
 template <typename T>
 void skinny(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
-            int64_t ldb, T beta, T* c, int64_t ldc) {
+            int64_t ldb, T beta, T* c, int64_t ldc, const T* bias) {
   LSF_CHECK(n >= 1 && k >= 1 && n <= kSkinnyMaxN && (k <= kSkinnyMaxK || m <= kSkinnyMaxRowsLongK))
       << "skinny_gemm: m = " << m << ", n = " << n << ", k = " << k << " exceed its limits (n in 1 … "
       << kSkinnyMaxN << "; k in 1 … " << kSkinnyMaxK << ", or any k ≥ 1 for m ≤ " << kSkinnyMaxRowsLongK << ")";
@@ -249,7 +260,8 @@ void skinny(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T*
   // into c with beta = 1, the first one with the caller's beta.
   for (int64_t k0 = 0; k0 < k; k0 += kSkinnyMaxK) {
     const int64_t kc = std::min(kSkinnyMaxK, k - k0);
-    Product<T> p{m, n, kc, alpha, k0 == 0 ? beta : T(1), ta ? a + k0 * lda : a + k0, lda, nullptr, 0, c, ldc};
+    Product<T> p{m, n, kc, alpha, k0 == 0 ? beta : T(1), ta ? a + k0 * lda : a + k0, lda, nullptr, 0, c, ldc,
+                 k0 + kc == k ? bias : nullptr};
     set_panel(p, panel_storage, tb, tb ? b + k0 : b + k0 * ldb, ldb);
     if (parallel) {
 #pragma omp parallel for schedule(static)
@@ -263,12 +275,12 @@ void skinny(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T*
 }  // namespace
 
 void skinny_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  skinny<float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias) {
+  skinny<float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
 }
 void skinny_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
-                 const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
-  skinny<double>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+                 const double* b, int64_t ldb, double beta, double* c, int64_t ldc, const double* bias) {
+  skinny<double>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
 }
 
 bool skinny_gemm_applies(int64_t m, int64_t n, int64_t k) {

@@ -42,14 +42,18 @@ bool skinny_gemm_applies(int64_t m, int64_t n, int64_t k);
 // c[i, j] = alpha · Σ_k a(i, k) · b(k, j) + beta · c[i, j] for i < m, j < n, where
 // a(i, k) = a[ta ? k·lda + i : i·lda + k] and b(k, j) = b[tb ? j·ldb + k : k·ldb + j], c[i·ldc + j];
 // beta = 0 writes c without reading it (BLAS semantics: NaN in c does not propagate).
+// bias (optional, n values) is added to every row of the result after the product and the beta
+// term: c[i, j] = (alpha·Σ + beta·c[i, j]) + bias[j]. With alpha = 1 and beta = 0 these are the
+// bits of the product followed by a separate add (a Linear layer's bias, without a second pass
+// over c).
 // Requires 1 ≤ n ≤ kSkinnyMaxN, k ≥ 1, and k ≤ kSkinnyMaxK or m ≤ kSkinnyMaxRowsLongK (else
 // lsf::Error). Called outside a
 // parallel region it splits the rows over the OpenMP threads; inside one it runs on the calling
 // thread.
 void skinny_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias = nullptr);
 void skinny_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
-                 const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
+                 const double* b, int64_t ldb, double beta, double* c, int64_t ldc, const double* bias = nullptr);
 
 // The kernel's instruction-set variants this CPU can run, best first, of "x86-64-v4" (6 × 4
 // vectors of 64 bytes), "x86-64-v3" (4 × 3 of 32 bytes) and "baseline" (4 × 3 of 16 bytes).
