@@ -10,6 +10,7 @@
 //   - masked softmax: on a GPU, masked_softmax (ops/softmax.h) runs its composition of
 //     masked_fill and the CUDA softmax kernels.
 //   - bias_gelu: on a GPU it runs its composition gelu(add(x, bias)) (ops/unary.h).
+//   - linear's fused bias: on a GPU linear runs add(matmul(x, weight.t()), bias) (ops/matmul.h).
 #include "lsformer/engine/device.h"
 #include "lsformer/ops/batch_norm.h"
 #include "lsformer/ops/kernels/batch_norm.h"
@@ -17,6 +18,7 @@
 #include "lsformer/ops/kernels/causal_long_short.h"
 #include "lsformer/ops/conv.h"
 #include "lsformer/ops/kernels/conv.h"
+#include "lsformer/ops/kernels/matmul.h"
 #include "lsformer/ops/pool.h"
 #include "lsformer/ops/kernels/pool.h"
 #include "lsformer/ops/kernels/softmax.h"
@@ -39,5 +41,6 @@ LSF_MARK_UNSUPPORTED(causal_long_short_backward_kernel, DeviceType::CUDA);
 LSF_MARK_UNSUPPORTED(masked_softmax_forward_kernel, DeviceType::CUDA);
 LSF_MARK_UNSUPPORTED(bias_gelu_forward_kernel, DeviceType::CUDA);
 LSF_MARK_UNSUPPORTED(bias_gelu_backward_kernel, DeviceType::CUDA);
+LSF_MARK_UNSUPPORTED(linear_forward_kernel, DeviceType::CUDA);
 
 }  // namespace lsf::cuda

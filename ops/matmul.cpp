@@ -1,4 +1,5 @@
-// matmul and bmm: PyTorch's shape rules, the backward nodes, and the calls into gemm_kernel.
+// matmul, bmm and linear: PyTorch's shape rules, the backward nodes, and the calls into gemm_kernel
+// (linear's forward: linear_forward_kernel, the bias in the product's store).
 //
 // Every case becomes one batched product C [*, M, N] = A [*, M, K] · B [*, K, N]: a 1-D left
 // operand is viewed as [1, K] and a 1-D right operand as [K, 1]; both are expanded (zero
@@ -13,12 +14,16 @@
 #include <numeric>
 
 #include "lsformer/engine/autograd.h"
+#include "lsformer/ops/binary.h"
 #include "lsformer/ops/factory.h"
 #include "lsformer/ops/flops.h"
+#include "lsformer/ops/reduce.h"
 
 namespace lsf {
 
 LSF_DEFINE_KERNEL(gemm_kernel, void(const Tensor& c, const Tensor& a, const Tensor& b, double alpha, double beta));
+LSF_DEFINE_KERNEL(linear_forward_kernel,
+                  void(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias));
 
 bool is_gemm_operand(const Tensor& t) {
   if (t.dim() < 2) return false;
@@ -192,6 +197,81 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
       << a.shape()[2] << " != " << b.shape()[1] << ")";
   const Shape batch{a.shape()[0]};
   return product("bmm", a, b, a, b, batch, with_matrix(batch, a.shape()[1], b.shape()[2]));
+}
+
+namespace {
+
+// x [*, K] as the matrix [rows, K] the fused kernel reads in place (unit column stride, one row
+// stride), or undefined when its leading dims do not fold into one row index without a copy.
+Tensor rows_view(const Tensor& x) {
+  if (x.dim() < 2 || (x.size(-1) > 1 && x.stride(-1) != 1)) return Tensor();
+  NoGradGuard no_grad;
+  if (x.dim() == 2) return x.size(0) <= 1 || x.stride(0) >= x.size(1) ? x : Tensor();  // not an expanded row
+  if (!x.is_contiguous()) return Tensor();
+  Shape leading(x.shape().begin(), x.shape().end() - 1);
+  return x.view({shape_numel(leading), x.size(-1)});
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const char* name = "linear";
+  check_operands(name, x, weight);
+  LSF_CHECK(weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1))
+      << name << ": weight must be [N, K] with K = x's last dimension; got x of shape " << x.shape()
+      << " and weight of shape " << weight.shape();
+  if (!bias.defined()) return matmul(x, weight.t());
+  check_same_device(name, {&x, &bias});
+  check_same_dtype(name, {&x, &bias});
+  LSF_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0))
+      << name << ": bias must be [N] with N = weight's first dimension; got bias of shape " << bias.shape()
+      << " and weight of shape " << weight.shape();
+  const Tensor x2 = rows_view(x);  // [rows, K]
+  if (!x2.defined() || !linear_forward_kernel.implemented(x.device().type)) return add(matmul(x, weight.t()), bias);
+
+  const int64_t rows = x2.size(0), K = x2.size(1), N = weight.size(0);
+  count_multiply_adds("matmul", rows * N * K);  // counted as the product it is (ops/flops.h)
+  Tensor w, b;
+  {
+    NoGradGuard no_grad;  // plumbing copies (if any), not graph nodes
+    w = gemm_operand(weight);
+    b = bias.contiguous();
+  }
+  Tensor y = empty({rows, N}, x.options());
+  if (y.numel() > 0) linear_forward_kernel(x.device(), y, x2, w, b);
+  Shape out_shape = x.shape();
+  out_shape.back() = N;
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = y.view(out_shape);
+  }
+  if (!autograd::any_requires_grad({&x, &weight, &bias})) return out;
+  // The composition's backward, call for call: matmul's node for x · weight.t() (the same batch
+  // folding, output layouts and so the same GEMMs and bits) and add's for the bias.
+  SavedTensor saved_x = weight.requires_grad() ? SavedTensor(x) : SavedTensor();
+  SavedTensor saved_w = x.requires_grad() ? SavedTensor(weight) : SavedTensor();
+  const Shape x_shape = x.shape(), bias_shape = bias.shape(), batch(x_shape.begin(), x_shape.end() - 2);
+  const Strides x_strides = x.strides(), wt_strides = {weight.stride(1), weight.stride(0)};
+  const int64_t M = x.size(-2);
+  autograd::record(name, {x, weight, bias}, {out},
+                   [=](const TensorList& g, const NeedsGrad& needs) -> TensorList {
+                     Tensor dy = g[0].reshape(with_matrix(batch, M, N));  // [*, M, N]
+                     TensorList grads(3);
+                     if (needs[0]) {  // dx [*, M, K] = dy · W
+                       Tensor dx = empty_in_layout(x_shape, x_strides, dy.options());
+                       gemm_into(dx, dy, saved_w.get(), batch);
+                       grads[0] = dx;
+                     }
+                     if (needs[1]) {  // dWᵀ [K, N] = Σ over the batch of xᵀ · dy, laid out as weight.t()
+                       Tensor dwt = empty_in_layout({K, N}, wt_strides, dy.options());
+                       gemm_into(dwt, saved_x.get().transpose(-1, -2), dy, batch);
+                       grads[1] = dwt.t();
+                     }
+                     if (needs[2]) grads[2] = sum_to(g[0], bias_shape);
+                     return grads;
+                   });
+  return out;
 }
 
 }  // namespace lsf

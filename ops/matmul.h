@@ -22,5 +22,14 @@ namespace lsf {
 Tensor matmul(const Tensor& a, const Tensor& b);
 // torch.bmm: a [B, M, K] · b [B, K, N] → [B, M, N]; no broadcasting.
 Tensor bmm(const Tensor& a, const Tensor& b);
+// torch.nn.functional.linear: x [*, K] · weightᵀ + bias → [*, N], weight [N, K], bias [N] or
+// undefined (then matmul(x, weight.t())). The bias is added as the product is stored instead of
+// in a second pass over the output (a Linear layer's add). Values: on the skinny kernel's
+// products (K, N ≤ 256) bit for bit those of add(matmul(x, weight.t()), bias); on OpenBLAS's the
+// product is summed onto the bias, equal to them up to rounding (a few ulp of the sum's
+// magnitude). Gradients are those of the composition (the same GEMMs, the bias's by sum_to).
+// An x whose leading dims do not fold into one row index without a copy, and a device without
+// the fused kernel (CUDA), run the composition.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 
 }  // namespace lsf

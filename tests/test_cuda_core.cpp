@@ -219,6 +219,27 @@ TEST_CASE("cuda: gemm matches the CPU gemm_kernel (f32, f64, bf16, f16, TF32)", 
   test::check_close(bg.grad().to(kCPU), bc.grad(), tol, tol);
 }
 
+TEST_CASE("cuda: linear (its composition there) matches the CPU's fused bias, forward and backward", "[cuda]") {
+  LSF_REQUIRE_CUDA_DEVICE();
+  Generator gen(6);
+  // 40 rows: the CPU runs its skinny kernel with the bias in the store; K = 24 products.
+  const Tensor x = randn({2, 20, 24}, TensorOptions(kF64), &gen), w = randn({10, 24}, TensorOptions(kF64), &gen);
+  const Tensor b = randn({10}, TensorOptions(kF64), &gen);
+  const Tensor xc = x.clone().requires_grad_(true), wc = w.clone().requires_grad_(true), bc = b.clone().requires_grad_(true);
+  const Tensor xg = x.to(kGpu).requires_grad_(true), wg = w.to(kGpu).requires_grad_(true);
+  const Tensor bg = b.to(kGpu).requires_grad_(true);
+  const Tensor yc = linear(xc, wc, bc), yg = linear(xg, wg, bg);
+  // f64: sums of at most 40 products of randn values (the weight and bias gradients) and one
+  // bias add: 64·2^-53·16 is ample.
+  const double tol = 64.0 * std::ldexp(1.0, -53) * 16.0;
+  test::check_close(yg.to(kCPU), yc, tol, tol);
+  yc.backward(ones_like(yc));
+  yg.backward(ones_like(yg));
+  test::check_close(xg.grad().to(kCPU), xc.grad(), tol, tol);
+  test::check_close(wg.grad().to(kCPU), wc.grad(), tol, tol);
+  test::check_close(bg.grad().to(kCPU), bc.grad(), tol, tol);
+}
+
 TEST_CASE("cuda allocator: statistics and reuse", "[cuda]") {
   LSF_REQUIRE_CUDA_DEVICE();
   cuda::synchronize();

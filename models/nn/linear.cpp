@@ -1,12 +1,11 @@
-// nn::Linear. The forward is matmul with the transposed weight view (OpenBLAS reads the
-// transpose in place, no copy) plus a broadcast bias add.
+// nn::Linear. The forward is lsf::linear (ops/matmul.h): the product with the transposed weight
+// view (read in place, no copy) and the bias added as the product is stored.
 #include "lsformer/models/nn/linear.h"
 
 #include <cmath>
 #include <sstream>
 
 #include "lsformer/models/nn/init.h"
-#include "lsformer/ops/binary.h"
 #include "lsformer/ops/matmul.h"
 
 namespace lsf::nn {
@@ -40,8 +39,7 @@ void Linear::check_input(const Tensor& x) const {
 Tensor Linear::forward(const Tensor& x) {
   ::lsf::nn::ModuleScope call_site(*this);
   check_input(x);
-  Tensor y = matmul(x, weight.t());
-  return bias.defined() ? add(y, bias) : y;
+  return linear(x, weight, bias);  // the bias added as the product is stored (ops/matmul.h)
 }
 
 Tensor Linear::forward_gelu(const Tensor& x, GeluApproximation approximate) {

@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "lsformer/ops/cpu/loops.h"
 #include "lsformer/ops/cpu/skinny_gemm.h"
 #include "lsformer/ops/kernels/gemm_problem.h"
 #include "lsformer/ops/matmul.h"
@@ -214,8 +215,41 @@ void gemm_cpu(const Tensor& c, const Tensor& a, const Tensor& b, double alpha, d
   dispatch_float(c.dtype(), "matmul", [&]<typename T>() { run<T>(p, T(alpha), T(beta)); });
 }
 
+// linear's forward (ops/kernels/matmul.h): y [M, N] = x [M, K] · weightᵀ + bias. A product the
+// skinny kernel takes in one K chunk adds the bias as it stores each tile (the bits of a
+// separate add); any other is summed onto rows already holding the bias (beta = 1), which
+// costs no more than the pass that clears c for beta = 0 in OpenBLAS.
+void linear_forward_cpu(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  LSF_CHECK(y.dim() == 2 && x.dim() == 2 && weight.dim() == 2 && bias.dim() == 1 && x.size(0) == y.size(0) &&
+            x.size(1) == weight.size(1) && weight.size(0) == y.size(1) && bias.size(0) == y.size(1))
+      << "linear: shapes y " << y.shape() << " = x " << x.shape() << " · weightᵀ " << weight.shape() << " + bias "
+      << bias.shape() << " do not match";
+  LSF_CHECK(x.dtype() == y.dtype() && weight.dtype() == y.dtype() && bias.dtype() == y.dtype())
+      << "linear: dtype mismatch (y " << y.dtype() << ", x " << x.dtype() << ", weight " << weight.dtype() << ", bias "
+      << bias.dtype() << ")";
+  const int64_t M = x.size(0), K = x.size(1), N = weight.size(0);
+  if (M == 0 || N == 0) return;
+  // op(b) = weightᵀ: b(k, j) = weight[j, k], transposed for a row-major weight.
+  const bool tb = weight.stride(1) == 1;
+  const int64_t ldb = tb ? weight.stride(0) : weight.stride(1);
+  dispatch_float(y.dtype(), "linear", [&]<typename T>() {
+    T* Y = y.data_ptr<T>();
+    const T* X = x.data_ptr<T>();
+    const T* W = weight.data_ptr<T>();
+    const T* b = bias.data_ptr<T>();
+    if (K >= 1 && K <= kSkinnyMaxK && skinny_gemm_applies(M, N, K)) {
+      skinny_gemm(false, tb, M, N, K, T(1), X, x.stride(0), W, ldb, T(0), Y, N, b);
+      return;
+    }
+#pragma omp parallel for schedule(static) if (M * N >= 4 * kParallelGrain && !omp_in_parallel())
+    for (int64_t i = 0; i < M; ++i) std::copy(b, b + N, Y + i * N);
+    gemm_cpu(y, x, weight.t(), 1.0, 1.0);
+  });
+}
+
 }  // namespace
 
 LSF_REGISTER_KERNEL(gemm_kernel, DeviceType::CPU, gemm_cpu);
+LSF_REGISTER_KERNEL(linear_forward_kernel, DeviceType::CPU, linear_forward_cpu);
 
 }  // namespace lsf::cpu

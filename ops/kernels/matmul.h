@@ -21,6 +21,13 @@ namespace lsf {
 // other on OpenBLAS's threads and small ones in an OpenMP loop over the batch.
 LSF_DECLARE_KERNEL(gemm_kernel, void(const Tensor& c, const Tensor& a, const Tensor& b, double alpha, double beta));
 
+// y [M, N] = x [M, K] · weightᵀ + bias, weight [N, K], bias [N] broadcast over the rows (the
+// forward of linear, ops/matmul.h). y contiguous and not overlapping the inputs; x with unit
+// column stride (any row stride ≥ K); weight a gemm operand (row- or column-major); bias
+// contiguous. The bias is part of the product's store, not a second pass over y. A backend
+// without it marks it unsupported and linear runs matmul + add there.
+LSF_DECLARE_KERNEL(linear_forward_kernel, void(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias));
+
 // True when the last two dims of t (≥ 2-D) are a matrix BLAS can read in place: unit stride in
 // one of them, and a leading dimension that covers the other.
 bool is_gemm_operand(const Tensor& t);

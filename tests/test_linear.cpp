@@ -1,0 +1,195 @@
+// linear (ops/matmul.h): x · weightᵀ + bias with the bias in the product's store, against its
+// composition add(matmul(x, weight.t()), bias). On the skinny kernel's products the forward is
+// bit for bit the composition's; on OpenBLAS's (K or N > 256, fewer than 16 rows) it is within
+// the bound of two roundings of the same sum; the gradients are the composition's GEMMs and sum,
+// bit for bit, on both. f64 gradient checks; strided, column-major and empty operands; the same
+// bits on one thread and on all; bad input.
+#include <cmath>
+#include <string>
+
+#include "helpers.h"
+#include "lsformer/engine/parallel.h"
+
+using namespace lsf;
+using lsf::test::str;
+
+namespace {
+
+constexpr double kU32 = 0x1p-24;
+
+struct Grads {
+  Tensor y, dx, dw, db;
+};
+
+// y = f(x, w, b) and the gradients of Σ y·dy, on fresh leaves.
+template <typename F>
+Grads run(F f, const Tensor& x0, const Tensor& w0, const Tensor& b0, const Tensor& dy) {
+  Tensor x = x0.detach().requires_grad_(true), w = w0.detach().requires_grad_(true);
+  Tensor b = b0.detach().requires_grad_(true);
+  Tensor y = f(x, w, b);
+  y.backward(dy);
+  return {y.detach(), x.grad(), w.grad(), b.grad()};
+}
+
+Tensor composed(const Tensor& x, const Tensor& w, const Tensor& b) { return add(matmul(x, w.t()), b); }
+Tensor fused(const Tensor& x, const Tensor& w, const Tensor& b) { return linear(x, w, b); }
+
+// x [*, K] and weight [N, K] (optionally stored column-major, as the view of a [K, N] tensor).
+struct Operands {
+  Tensor x, w, b, dy;
+};
+Operands operands(const Shape& x_shape, int64_t n, bool column_major_weight, uint64_t seed) {
+  Generator g(seed);
+  const int64_t k = x_shape.back();
+  Operands o;
+  o.x = randn(x_shape, TensorOptions(kF32), &g);
+  o.w = column_major_weight ? randn({k, n}, TensorOptions(kF32), &g).t() : randn({n, k}, TensorOptions(kF32), &g);
+  o.b = randn({n}, TensorOptions(kF32), &g);
+  Shape y_shape = x_shape;
+  y_shape.back() = n;
+  o.dy = randn(y_shape, TensorOptions(kF32), &g);
+  return o;
+}
+
+void check_gradients_equal(const Grads& a, const Grads& b) {
+  CHECK(a.dx.shape() == b.dx.shape());
+  CHECK(a.dx.to_vector<float>() == b.dx.to_vector<float>());
+  CHECK(a.dw.to_vector<float>() == b.dw.to_vector<float>());
+  CHECK(a.db.to_vector<float>() == b.db.to_vector<float>());
+}
+
+}  // namespace
+
+TEST_CASE("linear equals add(matmul(x, weight.t()), bias) bit for bit on the skinny kernel's products",
+          "[matmul][linear]") {
+  // K, N ≤ 256 and at least 16 rows: the skinny kernel, bias in its store. Column counts with
+  // partial vectors, a 3-D x, rows that leave remainder tiles, a column-major weight.
+  struct Case {
+    Shape x;
+    int64_t n;
+    bool column_major;
+  };
+  const std::vector<Case> cases = {{{200, 64}, 48, false}, {{3, 40, 33}, 17, false}, {{16, 1}, 5, false},
+                                   {{97, 256}, 256, false}, {{50, 20}, 100, true}, {{2, 2, 9, 7}, 3, false}};
+  for (const Case& c : cases) {
+    INFO("x " << str(c.x) << ", N " << c.n << (c.column_major ? ", column-major weight" : ""));
+    const Operands o = operands(c.x, c.n, c.column_major, 51);
+    const Grads f = run(fused, o.x, o.w, o.b, o.dy), r = run(composed, o.x, o.w, o.b, o.dy);
+    CHECK(f.y.shape() == r.y.shape());
+    CHECK(f.y.to_vector<float>() == r.y.to_vector<float>());
+    check_gradients_equal(f, r);
+  }
+}
+
+TEST_CASE("linear on OpenBLAS's products: the forward within two roundings of the sum, gradients bit for bit",
+          "[matmul][linear]") {
+  // K > 256 or N > 256 (OpenBLAS), and fewer rows than the skinny kernel takes (1 row: a
+  // matrix-vector product). The fused forward sums the product onto the bias, the composition
+  // adds the bias to the rounded sum: each is within γ_{K+1}·(Σ_k |x_k·w_k| + |b|) of the exact
+  // value (Higham §3.1), so they differ by at most twice that.
+  struct Case {
+    Shape x;
+    int64_t n;
+  };
+  const std::vector<Case> cases = {{{40, 300}, 24}, {{2, 20, 64}, 300}, {{5, 33}, 7}, {{1, 70}, 9}};
+  for (const Case& c : cases) {
+    INFO("x " << str(c.x) << ", N " << c.n);
+    const Operands o = operands(c.x, c.n, false, 52);
+    const Grads f = run(fused, o.x, o.w, o.b, o.dy), r = run(composed, o.x, o.w, o.b, o.dy);
+    const int64_t k = c.x.back();
+    const double gamma = double(k + 1) * kU32 / (1.0 - double(k + 1) * kU32);
+    Tensor magnitude = add(matmul(abs(o.x.to(kF64)), abs(o.w.to(kF64)).t()), abs(o.b.to(kF64)));
+    const std::vector<double> bound = magnitude.to_vector<double>();
+    const std::vector<float> a = f.y.to_vector<float>(), b = r.y.to_vector<float>();
+    REQUIRE(a.size() == bound.size());
+    int64_t outside = 0;
+    for (size_t i = 0; i < a.size(); ++i) outside += std::fabs(double(a[i]) - double(b[i])) > 2 * gamma * bound[i];
+    CHECK(outside == 0);
+    check_gradients_equal(f, r);
+  }
+}
+
+TEST_CASE("linear passes f64 gradient checks in x, weight and bias", "[matmul][linear]") {
+  Generator g(53);
+  // 17 rows (the skinny kernel) and 4 rows (OpenBLAS), a 3-D x.
+  for (const Shape& x_shape : std::vector<Shape>{{17, 5}, {4, 5}, {2, 9, 5}}) {
+    INFO("x " << str(x_shape));
+    Tensor x = randn(x_shape, TensorOptions(kF64), &g).requires_grad_(true);
+    Tensor w = randn({3, 5}, TensorOptions(kF64), &g).requires_grad_(true);
+    Tensor b = randn({3}, TensorOptions(kF64), &g).requires_grad_(true);
+    auto r = testing::gradcheck([](const TensorList& in) { return linear(in[0], in[1], in[2]); }, {x, w, b});
+    INFO(r.message);
+    CHECK(r.ok);
+  }
+}
+
+TEST_CASE("linear reads strided and expanded inputs like the composition", "[matmul][linear]") {
+  Generator g(54);
+  Tensor w = randn({12, 30}, TensorOptions(kF32), &g), b = randn({12}, TensorOptions(kF32), &g);
+  // Columns 3 … 32 of a wider matrix: a row stride of 40, read in place.
+  Tensor narrowed = randn({20, 40}, TensorOptions(kF32), &g).narrow(1, 3, 30);
+  // A permuted 3-D x (its leading dims do not fold into rows) and an expanded row: the composition.
+  Tensor permuted = randn({30, 5, 4}, TensorOptions(kF32), &g).permute({1, 2, 0});
+  Tensor expanded = randn({1, 30}, TensorOptions(kF32), &g).expand({18, 30});
+  for (const Tensor& x : {narrowed, permuted, expanded}) {
+    INFO("x " << str(x.shape()) << " strides " << str(Shape(x.strides().begin(), x.strides().end())));
+    Shape y_shape = x.shape();
+    y_shape.back() = 12;
+    Tensor dy = randn(y_shape, TensorOptions(kF32), &g);
+    const Grads f = run(fused, x, w, b, dy), r = run(composed, x, w, b, dy);
+    CHECK(f.y.to_vector<float>() == r.y.to_vector<float>());
+    check_gradients_equal(f, r);
+  }
+}
+
+TEST_CASE("linear without a bias is matmul(x, weight.t())", "[matmul][linear]") {
+  const Operands o = operands({30, 20}, 10, false, 55);
+  CHECK(linear(o.x, o.w, Tensor()).to_vector<float>() == matmul(o.x, o.w.t()).to_vector<float>());
+}
+
+TEST_CASE("linear with no rows or an empty contraction", "[matmul][linear]") {
+  SECTION("zero rows: an empty output, zero weight and bias gradients") {
+    Tensor x = zeros({0, 4}).requires_grad_(true), w = ones({3, 4}).requires_grad_(true);
+    Tensor b = ones({3}).requires_grad_(true);
+    Tensor y = linear(x, w, b);
+    CHECK(y.shape() == Shape{0, 3});
+    sum(y).backward();
+    CHECK(w.grad().to_vector<float>() == std::vector<float>(12, 0.0f));
+    CHECK(b.grad().to_vector<float>() == std::vector<float>(3, 0.0f));
+  }
+  SECTION("K = 0: every row is the bias") {
+    Tensor x = zeros({20, 0}), w = zeros({3, 0}), b = arange(0.0, 3.0, 1.0, TensorOptions(kF32)).requires_grad_(true);
+    Tensor y = linear(x, w, b);
+    CHECK(y.shape() == Shape{20, 3});
+    CHECK(y.to_vector<float>() == b.detach().view({1, 3}).expand({20, 3}).contiguous().to_vector<float>());
+    sum(y).backward();
+    CHECK(b.grad().to_vector<float>() == std::vector<float>(3, 20.0f));
+  }
+}
+
+TEST_CASE("linear gives the same bits on one thread and on all on the skinny kernel's products", "[matmul][linear]") {
+  // (OpenBLAS's own products, with or without the bias, may round differently on other thread
+  // counts: its column split changes which edge kernels run.)
+  for (const Shape& x_shape : std::vector<Shape>{{512, 64}, {3, 100, 40}}) {
+    INFO("x " << str(x_shape));
+    const Operands o = operands(x_shape, 96, false, 56);
+    const Grads all = run(fused, o.x, o.w, o.b, o.dy);
+    const int threads = get_num_threads();
+    set_num_threads(1);
+    const Grads one = run(fused, o.x, o.w, o.b, o.dy);
+    set_num_threads(threads);
+    CHECK(all.y.to_vector<float>() == one.y.to_vector<float>());
+    check_gradients_equal(all, one);
+  }
+}
+
+TEST_CASE("linear rejects bad input with the op name and the shapes", "[matmul][linear]") {
+  Tensor x = zeros({3, 4});
+  REQUIRE_THROWS_WITH(linear(x, zeros({4}), Tensor()), Catch::Contains("linear") && Catch::Contains("weight must be [N, K]"));
+  REQUIRE_THROWS_WITH(linear(x, zeros({2, 5}), Tensor()), Catch::Contains("{2, 5}"));
+  REQUIRE_THROWS_WITH(linear(x, zeros({2, 4}), zeros({3})), Catch::Contains("bias must be [N]") && Catch::Contains("{3}"));
+  REQUIRE_THROWS_WITH(linear(x, zeros({2, 4}), zeros({2}, TensorOptions(kF64))), Catch::Contains("dtype"));
+  REQUIRE_THROWS_WITH(linear(zeros({3, 4}, TensorOptions(kI64)), zeros({2, 4}, TensorOptions(kI64)), Tensor()),
+                      Catch::Contains("integer"));
+  REQUIRE_THROWS_WITH(linear(Tensor(), zeros({2, 4}), zeros({2})), Catch::Contains("linear"));
+}
