@@ -121,7 +121,7 @@ Tensor causal_long_short_attention(const CausalLongShortInputs& inputs, const Ca
   const TensorList list = as_list(in);
   if (autograd::any_requires_grad(list)) {
     std::vector<SavedTensor> saved(list.begin(), list.end());
-    SavedTensor saved_out(out.detach()), saved_lse(lse);
+    SavedTensor saved_out(out), saved_lse(lse);  // SavedTensor detaches
     autograd::record(op, list, {out}, [saved, saved_out, saved_lse, g](const TensorList& grads, const NeedsGrad& needs) -> TensorList {
       CausalLongShortInputs x{saved[0].get(), saved[1].get(), saved[2].get(), saved[3].get(), saved[4].get(),
                               saved[5].get(), saved[6].get(), saved[7].get(), saved[8].get()};

@@ -23,7 +23,7 @@ using autograd::SavedTensor;
 
 // The backward node of softmax and masked_softmax: dx from the saved output alone.
 void record_softmax_backward(const char* name, bool log, int64_t dim, const Tensor& x, const Tensor& y) {
-  SavedTensor saved_y(y.detach());
+  SavedTensor saved_y(y);  // SavedTensor detaches
   autograd::record(name, {x}, {y}, [log, dim, saved_y](const TensorList& g, const NeedsGrad&) -> TensorList {
     const Tensor& yv = saved_y.get();
     Tensor dx = empty(yv.shape(), yv.options());

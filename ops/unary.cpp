@@ -114,7 +114,7 @@ Tensor bias_gelu(const Tensor& x, const Tensor& bias, GeluApproximation approxim
   if (y.numel() > 0) bias_gelu_forward_kernel(x.device(), op, y, xc, bc);
   if (autograd::any_requires_grad({&x, &bias})) {
     // Saves the inputs, not x + bias: the backward adds the bias again row by row.
-    SavedTensor saved_x(xc.detach()), saved_bias(bc.detach());
+    SavedTensor saved_x(xc), saved_bias(bc);  // SavedTensor detaches
     autograd::record(name, {x, bias}, {y},
                      [op, saved_x, saved_bias](const TensorList& g, const NeedsGrad&) -> TensorList {
                        const Tensor& xv = saved_x.get();
