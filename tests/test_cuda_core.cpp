@@ -188,6 +188,18 @@ void check_gemm_case(const test::GemmCase& gc, DType dt, double unit_roundoff) {
 }
 }  // namespace
 
+namespace {
+// y on the GPU against y on the CPU, then the gradients of Σ y in every leaf, within tol.
+void check_forward_backward(const Tensor& y_cpu, const Tensor& y_gpu, const TensorList& cpu_leaves,
+                            const TensorList& gpu_leaves, double tol) {
+  test::check_close(y_gpu.to(kCPU), y_cpu, tol, tol);
+  y_cpu.backward(ones_like(y_cpu));
+  y_gpu.backward(ones_like(y_gpu));
+  for (size_t i = 0; i < cpu_leaves.size(); ++i)
+    test::check_close(gpu_leaves[i].grad().to(kCPU), cpu_leaves[i].grad(), tol, tol);
+}
+}  // namespace
+
 TEST_CASE("cuda: gemm matches the CPU gemm_kernel (f32, f64, bf16, f16, TF32)", "[cuda]") {
   LSF_REQUIRE_CUDA_DEVICE();
   for (const test::GemmCase& gc : test::gemm_cases()) {
@@ -209,14 +221,8 @@ TEST_CASE("cuda: gemm matches the CPU gemm_kernel (f32, f64, bf16, f16, TF32)", 
   const Tensor a = randn({4, 3, 8}, TensorOptions(kF64), &gen), b = randn({8, 5}, TensorOptions(kF64), &gen);
   const Tensor ac = a.clone().requires_grad_(true), bc = b.clone().requires_grad_(true);
   const Tensor ag = a.to(kGpu).requires_grad_(true), bg = b.to(kGpu).requires_grad_(true);
-  const Tensor yc = matmul(ac, bc), yg = matmul(ag, bg);
   // f64: 8 (forward) or 12 (weight gradient) products of randn values: 32·2^-53·16 is ample.
-  const double tol = 32.0 * std::ldexp(1.0, -53) * 16.0;
-  test::check_close(yg.to(kCPU), yc, tol, tol);
-  yc.backward(ones_like(yc));
-  yg.backward(ones_like(yg));
-  test::check_close(ag.grad().to(kCPU), ac.grad(), tol, tol);
-  test::check_close(bg.grad().to(kCPU), bc.grad(), tol, tol);
+  check_forward_backward(matmul(ac, bc), matmul(ag, bg), {ac, bc}, {ag, bg}, 32.0 * std::ldexp(1.0, -53) * 16.0);
 }
 
 TEST_CASE("cuda: linear (its composition there) matches the CPU's fused bias, forward and backward", "[cuda]") {
@@ -228,16 +234,10 @@ TEST_CASE("cuda: linear (its composition there) matches the CPU's fused bias, fo
   const Tensor xc = x.clone().requires_grad_(true), wc = w.clone().requires_grad_(true), bc = b.clone().requires_grad_(true);
   const Tensor xg = x.to(kGpu).requires_grad_(true), wg = w.to(kGpu).requires_grad_(true);
   const Tensor bg = b.to(kGpu).requires_grad_(true);
-  const Tensor yc = linear(xc, wc, bc), yg = linear(xg, wg, bg);
   // f64: sums of at most 40 products of randn values (the weight and bias gradients) and one
   // bias add: 64·2^-53·16 is ample.
-  const double tol = 64.0 * std::ldexp(1.0, -53) * 16.0;
-  test::check_close(yg.to(kCPU), yc, tol, tol);
-  yc.backward(ones_like(yc));
-  yg.backward(ones_like(yg));
-  test::check_close(xg.grad().to(kCPU), xc.grad(), tol, tol);
-  test::check_close(wg.grad().to(kCPU), wc.grad(), tol, tol);
-  test::check_close(bg.grad().to(kCPU), bc.grad(), tol, tol);
+  check_forward_backward(linear(xc, wc, bc), linear(xg, wg, bg), {xc, wc, bc}, {xg, wg, bg},
+                         64.0 * std::ldexp(1.0, -53) * 16.0);
 }
 
 TEST_CASE("cuda allocator: statistics and reuse", "[cuda]") {
