@@ -102,6 +102,22 @@ Tensor empty_in_layout(const Shape& shape, const Strides& strides, const TensorO
   return empty(stored, options).permute(back);
 }
 
+// The gradients of c [*, M, N] = am [*a, M, K] · bm [*b, K, N] (broadcast to `batch`) from
+// dc [*, M, N], each written in its operand's memory layout and summed over the batch dims the
+// operand was broadcast along: dA [*a, M, K] = dC · Bᵀ, dB [*b, K, N] = Aᵀ · dC.
+Tensor product_grad_a(const Tensor& dc, const Tensor& bm, const Shape& am_shape, const Strides& am_strides,
+                      const Shape& batch) {
+  Tensor da = empty_in_layout(am_shape, am_strides, dc.options());
+  gemm_into(da, dc, bm.transpose(-1, -2), batch);
+  return da;
+}
+Tensor product_grad_b(const Tensor& dc, const Tensor& am, const Shape& bm_shape, const Strides& bm_strides,
+                      const Shape& batch) {
+  Tensor db = empty_in_layout(bm_shape, bm_strides, dc.options());
+  gemm_into(db, am.transpose(-1, -2), dc, batch);
+  return db;
+}
+
 void check_operands(const char* op, const Tensor& a, const Tensor& b) {
   check_defined(op, {&a, &b});
   check_same_device(op, {&a, &b});
@@ -136,16 +152,8 @@ Tensor product(const char* op, const Tensor& a, const Tensor& b, const Tensor& a
                      // dc [*, M, N]
                      Tensor dc = g[0].reshape(with_matrix(batch, M, N));
                      TensorList grads(2);
-                     if (needs[0]) {  // dA [*a, M, K] = Σ over broadcast dims of dC · Bᵀ
-                       Tensor da = empty_in_layout(am_shape, am_strides, dc.options());
-                       gemm_into(da, dc, saved_bm.get().transpose(-1, -2), batch);
-                       grads[0] = da.view(a_shape);
-                     }
-                     if (needs[1]) {  // dB [*b, K, N] = Σ over broadcast dims of Aᵀ · dC
-                       Tensor db = empty_in_layout(bm_shape, bm_strides, dc.options());
-                       gemm_into(db, saved_am.get().transpose(-1, -2), dc, batch);
-                       grads[1] = db.view(b_shape);
-                     }
+                     if (needs[0]) grads[0] = product_grad_a(dc, saved_bm.get(), am_shape, am_strides, batch).view(a_shape);
+                     if (needs[1]) grads[1] = product_grad_b(dc, saved_am.get(), bm_shape, bm_strides, batch).view(b_shape);
                      return grads;
                    });
   return out;
@@ -258,16 +266,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                    [=](const TensorList& g, const NeedsGrad& needs) -> TensorList {
                      Tensor dy = g[0].reshape(with_matrix(batch, M, N));  // [*, M, N]
                      TensorList grads(3);
-                     if (needs[0]) {  // dx [*, M, K] = dy · W
-                       Tensor dx = empty_in_layout(x_shape, x_strides, dy.options());
-                       gemm_into(dx, dy, saved_w.get(), batch);
-                       grads[0] = dx;
-                     }
-                     if (needs[1]) {  // dWᵀ [K, N] = Σ over the batch of xᵀ · dy, laid out as weight.t()
-                       Tensor dwt = empty_in_layout({K, N}, wt_strides, dy.options());
-                       gemm_into(dwt, saved_x.get().transpose(-1, -2), dy, batch);
-                       grads[1] = dwt.t();
-                     }
+                     // dx [*, M, K] = dy · W; dWᵀ [K, N] = Σ over the batch of xᵀ · dy, laid out as weight.t()
+                     if (needs[0]) grads[0] = product_grad_a(dy, saved_w.get().t(), x_shape, x_strides, batch);
+                     if (needs[1]) grads[1] = product_grad_b(dy, saved_x.get(), {K, N}, wt_strides, batch).t();
                      if (needs[2]) grads[2] = sum_to(g[0], bias_shape);
                      return grads;
                    });

@@ -237,7 +237,7 @@ void linear_forward_cpu(const Tensor& y, const Tensor& x, const Tensor& weight, 
     const T* X = x.data_ptr<T>();
     const T* W = weight.data_ptr<T>();
     const T* b = bias.data_ptr<T>();
-    if (K >= 1 && K <= kSkinnyMaxK && skinny_gemm_applies(M, N, K)) {
+    if (K <= kSkinnyMaxK && skinny_gemm_applies(M, N, K)) {  // (it takes K ≥ 1 only)
       skinny_gemm(false, tb, M, N, K, T(1), X, x.stride(0), W, ldb, T(0), Y, N, b);
       return;
     }
