@@ -243,6 +243,52 @@ TEST_CASE("long_short_attention: fused backward equals the composed backward, al
   }
 }
 
+TEST_CASE("long_short_attention: model-sized heads reach every register block of the CPU kernel", "[long_short]") {
+  // The cases above have e ≤ 5 and R + s ≤ 24, so the CPU kernel's products run only their
+  // one-row / one-vector remainders and scalar feature tails. Here e = 36 and 52 and R + s = 29
+  // and 72 (with f32's 16 and f64's 8 lanes: blocks of 8 rows, 3, 2 and 1 vectors, and a tail of
+  // 4 features), R = 13 and 40 (8-row blocks plus single rows of dK̄, dV̄), w = 8 and 16 (one
+  // and two 8-query blocks per segment) and a padded hole. q is scaled by 1/√e as in a layer,
+  // so the logits are O(1).
+  const std::vector<CoreCase> cases = {
+      {2, 2, 64, 36, 13, 8, false, {64, 41}, 0},
+      {1, 2, 48, 52, 40, 16, false, {45}, 0, {{16, 32}}},
+  };
+  for (const CoreCase& c : cases) {
+    INFO("e " << c.e << " R " << c.R << " w " << c.w);
+    const CoreInputs raw = core_inputs(c, kF64, 31, false);
+    const Tensor dy = randn_t({c.B, c.h, c.n, c.e}, 37);
+    struct Run {
+      Vec y;
+      std::vector<Vec> grads;
+    };
+    auto run = [&](DType dtype, bool fused) {
+      TensorList in{mul(raw.q, 1.0 / std::sqrt(double(c.e))), raw.k, raw.v, raw.kb, raw.vb};
+      for (Tensor& t : in) t = t.to(dtype).detach().requires_grad_(true);
+      const LongShortAttentionOptions o = core_options(c);
+      Tensor y = fused ? long_short_attention(in[0], in[1], in[2], in[3], in[4], raw.mask, o)
+                       : long_short_attention_composed(in[0], in[1], in[2], in[3], in[4], raw.mask, o);
+      sum(mul(y, dy.to(dtype))).backward();
+      Run r{vec(y), {}};
+      for (const Tensor& t : in) r.grads.push_back(vec(t.grad()));
+      return r;
+    };
+    const Run ref = run(kF64, false), f64 = run(kF64, true), f32 = run(kF32, true);
+    // f64, same math in another order: a logit is a dot of e ≤ 52 terms of O(1), a row a sum of
+    // S ≤ 72 terms, a gradient a sum over ≤ n·S ≤ 3500 products of O(10): ≤ ~1e-12 apart.
+    expect_close(f64.y, ref.y, 1e-12, 1e-12);
+    for (size_t i = 0; i < ref.grads.size(); ++i) expect_close(f64.grads[i], ref.grads[i], 1e-11, 1e-11);
+    // f32 against f64: inputs rounded (2^-24 relative), logits of e ≤ 52 terms of |q_i k_i| / √e
+    // carry ≤ e·2^-24·Σ|q_i k_i|/√e ≈ 52·6e-8·33/7.2 ≈ 1.4e-5 absolute, which exp turns into the
+    // same relative error of p; with S·2^-24 from the sums and |v| ≤ 5, outputs are ≤ ~1e-4
+    // apart: atol = rtol = 5e-4. Gradients chain two more such products (dP = dy·v, dS·k) of the
+    // same relative accuracy over sums of ≤ n·S terms: atol = rtol = 2e-3, still far below the
+    // O(1) errors of a wrong slot, row or feature.
+    expect_close(f32.y, ref.y, 5e-4, 5e-4);
+    for (size_t i = 0; i < ref.grads.size(); ++i) expect_close(f32.grads[i], ref.grads[i], 2e-3, 2e-3);
+  }
+}
+
 TEST_CASE("long_short_attention: f64 gradcheck (full Jacobian and random projections)", "[long_short]") {
   const std::vector<CoreCase> small = {
       {1, 2, 8, 3, 2, 2, false, {6}, 0},    // window + projection + padding

@@ -17,8 +17,10 @@
 // range, exactly as lsf::dropout numbers the elements of a contiguous [B, h, n, S] tensor.
 //
 // Vectorisation: logit tiles are formed against transposed key tiles [e × slots] with the
-// accumulators along the slots, and weighted row sums with accumulators along e, both in 64-byte
-// GCC vector-extension registers inside functions compiled once per ISA (LSF_SIMD_CLONES).
+// accumulators along the slots, and weighted row sums with accumulators along e, both in GCC
+// vector-extension registers of the ISA's width inside functions compiled once per level, in
+// register blocks of up to 8 rows × 3 vectors (each element still one sum in a fixed order);
+// row maxima and sums fold their vector of lanes by halves.
 //
 // Numerics: everything accumulates in the tensor's dtype: logits are dot products of length e,
 // the softmax sum and the context sums run over S = R + s terms (f32: ≤ (e + S)·2^-24 relative,
@@ -114,6 +116,75 @@ struct Simd {
   [[gnu::always_inline]] static void store(T* p, V v) { __builtin_memcpy(p, &v, sizeof(V)); }
 };
 
+// Max, sum and dot product of a row x[0 … n): whole vectors into one accumulator vector, folded
+// by halves (a fixed order, so deterministic), then the tail in order. OpenMP simd reductions
+// keep their lanes on the stack and fold them one by one, and arrays of lanes written for the
+// auto-vectoriser are folded through the stack too: with rows of 48 logits either made the fold
+// about a fifth of the forward's row time.
+template <typename T, int Bytes>
+LSF_LS_INLINE T fold_sum(typename Simd<T, Bytes>::V v) {
+  if constexpr (Bytes == 2 * sizeof(T)) {
+    return v[0] + v[1];
+  } else {
+    typename Simd<T, Bytes / 2>::V lo, hi;
+    __builtin_memcpy(&lo, &v, Bytes / 2);
+    __builtin_memcpy(&hi, reinterpret_cast<const char*>(&v) + Bytes / 2, Bytes / 2);
+    return fold_sum<T, Bytes / 2>(lo + hi);
+  }
+}
+
+template <typename T, int Bytes>
+LSF_LS_INLINE T fold_max(typename Simd<T, Bytes>::V v) {
+  if constexpr (Bytes == 2 * sizeof(T)) {
+    return v[1] > v[0] ? v[1] : v[0];
+  } else {
+    typename Simd<T, Bytes / 2>::V lo, hi;
+    __builtin_memcpy(&lo, &v, Bytes / 2);
+    __builtin_memcpy(&hi, reinterpret_cast<const char*>(&v) + Bytes / 2, Bytes / 2);
+    return fold_max<T, Bytes / 2>(hi > lo ? hi : lo);
+  }
+}
+
+template <typename T, int Bytes>
+LSF_LS_INLINE T vector_max(const T* x, int64_t n) {
+  using S = Simd<T, Bytes>;
+  using V = typename S::V;
+  T out = -std::numeric_limits<T>::infinity();
+  int64_t i = 0;
+  if (n >= S::W) {
+    V m = S::load(x);
+    for (i = S::W; i + S::W <= n; i += S::W) {
+      const V y = S::load(x + i);
+      m = y > m ? y : m;
+    }
+    out = fold_max<T, Bytes>(m);
+  }
+  for (; i < n; ++i) out = x[i] > out ? x[i] : out;
+  return out;
+}
+
+template <typename T, int Bytes>
+LSF_LS_INLINE T vector_sum(const T* x, int64_t n) {
+  using S = Simd<T, Bytes>;
+  typename S::V m = {};
+  int64_t i = 0;
+  for (; i + S::W <= n; i += S::W) m += S::load(x + i);
+  T out = fold_sum<T, Bytes>(m);
+  for (; i < n; ++i) out += x[i];
+  return out;
+}
+
+template <typename T, int Bytes>
+LSF_LS_INLINE T vector_dot(const T* x, const T* y, int64_t n) {
+  using S = Simd<T, Bytes>;
+  typename S::V m = {};
+  int64_t i = 0;
+  for (; i + S::W <= n; i += S::W) m += S::load(x + i) * S::load(y + i);
+  T out = fold_sum<T, Bytes>(m);
+  for (; i < n; ++i) out += x[i] * y[i];
+  return out;
+}
+
 // One thread's scratch: transposed key/value tiles kt, vt [e × ld] whose columns are the slots
 // [global R | window s | zero padding up to ld, a multiple of the vector width]; the window
 // slots' validity; [seg × ld] tiles of logits, value products, dropped probabilities and
@@ -149,125 +220,160 @@ void transpose_into(T* dst, int64_t ld, int64_t c0, const T* const* rows, int64_
     for (int64_t f = 0; f < e; ++f) dst[f * ld + c0 + i] = rows[i][f];
 }
 
+// Register blocks of the three products below: RB rows × CV vectors of accumulators, each
+// element one FMA chain over its terms in their natural order (so the blocking does not change
+// a single bit, and results stay independent of the ISA level's blocking within a level). The
+// sizes fill the register file: AVX-512 (32 registers) 8 × 3 accumulators + 3 loaded vectors;
+// AVX2 and SSE2 (16 registers) 4 × 3 + 3 and 4 × 2 + 2. Eight independent chains per loaded
+// vector keep both FMA ports busy; the earlier four-row blocks were latency-bound.
+template <int Bytes>
+inline constexpr int kBlockRows = Bytes == 64 ? 8 : 4;
+template <int Bytes>
+inline constexpr int kBlockVectors = Bytes == 16 ? 2 : 3;
+
 // out [nq × ld] = a [nq × e] · bt [e × ld]: the logits (a = queries, bt = keysᵀ) or the value
-// products (a = dout, bt = valuesᵀ) of one segment. Four queries share each loaded key vector
-// and give four independent FMA chains.
-template <typename T, int Bytes>
-LSF_LS_INLINE void tile_products(T* out, const T* a, const T* bt, int64_t nq, int64_t e, int64_t ld) {
+// products (a = dout, bt = valuesᵀ) of one segment; ld is a multiple of the vector width.
+template <typename T, int Bytes, int RB, int CV>
+LSF_LS_INLINE void products_block(T* out, const T* a, const T* bt, int64_t e, int64_t ld, int64_t c0) {
   using S = Simd<T, Bytes>;
   using V = typename S::V;
-  for (int64_t c = 0; c < ld; c += S::W) {
-    int64_t qi = 0;
-    for (; qi + 4 <= nq; qi += 4) {
-      const T* a0 = a + qi * e;
-      V s0 = {}, s1 = {}, s2 = {}, s3 = {};
-      for (int64_t f = 0; f < e; ++f) {
-        const V b = S::load(bt + f * ld + c);
-        s0 += a0[f] * b;
-        s1 += a0[e + f] * b;
-        s2 += a0[2 * e + f] * b;
-        s3 += a0[3 * e + f] * b;
-      }
-      S::store(out + qi * ld + c, s0);
-      S::store(out + (qi + 1) * ld + c, s1);
-      S::store(out + (qi + 2) * ld + c, s2);
-      S::store(out + (qi + 3) * ld + c, s3);
-    }
-    for (; qi < nq; ++qi) {
-      V s0 = {};
-      for (int64_t f = 0; f < e; ++f) s0 += a[qi * e + f] * S::load(bt + f * ld + c);
-      S::store(out + qi * ld + c, s0);
+  V acc[RB][CV] = {};
+  for (int64_t f = 0; f < e; ++f) {
+    V b[CV];
+#pragma GCC unroll 4
+    for (int j = 0; j < CV; ++j) b[j] = S::load(bt + f * ld + c0 + j * S::W);
+#pragma GCC unroll 8
+    for (int r = 0; r < RB; ++r) {
+      const T x = a[r * e + f];
+#pragma GCC unroll 4
+      for (int j = 0; j < CV; ++j) acc[r][j] += x * b[j];
     }
   }
+#pragma GCC unroll 8
+  for (int r = 0; r < RB; ++r)
+#pragma GCC unroll 4
+    for (int j = 0; j < CV; ++j) S::store(out + r * ld + c0 + j * S::W, acc[r][j]);
+}
+
+template <typename T, int Bytes, int RB>
+LSF_LS_INLINE void products_rows(T* out, const T* a, const T* bt, int64_t e, int64_t ld) {
+  constexpr int CV = kBlockVectors<Bytes>;
+  constexpr int64_t W = Simd<T, Bytes>::W;
+  int64_t c = 0;
+  for (; c + CV * W <= ld; c += CV * W) products_block<T, Bytes, RB, CV>(out, a, bt, e, ld, c);
+  if (CV > 2 && c + 2 * W <= ld) products_block<T, Bytes, RB, 2>(out, a, bt, e, ld, c), c += 2 * W;
+  for (; c < ld; c += W) products_block<T, Bytes, RB, 1>(out, a, bt, e, ld, c);
+}
+
+template <typename T, int Bytes>
+LSF_LS_INLINE void tile_products(T* out, const T* a, const T* bt, int64_t nq, int64_t e, int64_t ld) {
+  constexpr int RB = kBlockRows<Bytes>;
+  int64_t qi = 0;
+  for (; qi + RB <= nq; qi += RB) products_rows<T, Bytes, RB>(out + qi * ld, a + qi * e, bt, e, ld);
+  for (; qi < nq; ++qi) products_rows<T, Bytes, 1>(out + qi * ld, a + qi * e, bt, e, ld);
 }
 
 // out [nq × e] = w [nq × ld] · rows (m rows of e; overwrites): the probability-weighted row sums
-// of a segment's queries. Four queries share each loaded row vector.
-template <typename T, int Bytes>
-LSF_LS_INLINE void combine_rows(T* out, int64_t nq, const T* w, int64_t ld, const T* const* rows, int64_t m,
-                                int64_t e) {
+// of a segment's queries. Block: RB queries × CV feature vectors, the sum over i in order.
+template <typename T, int Bytes, int RB, int CV>
+LSF_LS_INLINE void combine_block(T* out, const T* w, int64_t ld, const T* const* rows, int64_t m, int64_t e,
+                                 int64_t f0) {
   using S = Simd<T, Bytes>;
   using V = typename S::V;
-  int64_t f = 0;
-  for (; f + S::W <= e; f += S::W) {
-    int64_t qi = 0;
-    for (; qi + 4 <= nq; qi += 4) {
-      const T* w0 = w + qi * ld;
-      V s0 = {}, s1 = {}, s2 = {}, s3 = {};
-      for (int64_t i = 0; i < m; ++i) {
-        const V r = S::load(rows[i] + f);
-        s0 += w0[i] * r;
-        s1 += w0[ld + i] * r;
-        s2 += w0[2 * ld + i] * r;
-        s3 += w0[3 * ld + i] * r;
-      }
-      S::store(out + qi * e + f, s0);
-      S::store(out + (qi + 1) * e + f, s1);
-      S::store(out + (qi + 2) * e + f, s2);
-      S::store(out + (qi + 3) * e + f, s3);
-    }
-    for (; qi < nq; ++qi) {
-      V s0 = {};
-      for (int64_t i = 0; i < m; ++i) s0 += w[qi * ld + i] * S::load(rows[i] + f);
-      S::store(out + qi * e + f, s0);
+  V acc[RB][CV] = {};
+  for (int64_t i = 0; i < m; ++i) {
+    V x[CV];
+#pragma GCC unroll 4
+    for (int j = 0; j < CV; ++j) x[j] = S::load(rows[i] + f0 + j * S::W);
+#pragma GCC unroll 8
+    for (int r = 0; r < RB; ++r) {
+      const T p = w[r * ld + i];
+#pragma GCC unroll 4
+      for (int j = 0; j < CV; ++j) acc[r][j] += p * x[j];
     }
   }
-  for (; f < e; ++f)
-    for (int64_t qi = 0; qi < nq; ++qi) {
+#pragma GCC unroll 8
+  for (int r = 0; r < RB; ++r)
+#pragma GCC unroll 4
+    for (int j = 0; j < CV; ++j) S::store(out + r * e + f0 + j * S::W, acc[r][j]);
+}
+
+template <typename T, int Bytes, int RB>
+LSF_LS_INLINE void combine_query_rows(T* out, const T* w, int64_t ld, const T* const* rows, int64_t m, int64_t e) {
+  constexpr int CV = kBlockVectors<Bytes>;
+  constexpr int64_t W = Simd<T, Bytes>::W;
+  int64_t f = 0;
+  for (; f + CV * W <= e; f += CV * W) combine_block<T, Bytes, RB, CV>(out, w, ld, rows, m, e, f);
+  if (CV > 2 && f + 2 * W <= e) combine_block<T, Bytes, RB, 2>(out, w, ld, rows, m, e, f), f += 2 * W;
+  for (; f + W <= e; f += W) combine_block<T, Bytes, RB, 1>(out, w, ld, rows, m, e, f);
+  for (; f < e; ++f)  // features past the last whole vector
+    for (int64_t r = 0; r < RB; ++r) {
       T acc = 0;
-      for (int64_t i = 0; i < m; ++i) acc += w[qi * ld + i] * rows[i][f];
-      out[qi * e + f] = acc;
+      for (int64_t i = 0; i < m; ++i) acc += w[r * ld + i] * rows[i][f];
+      out[r * e + f] = acc;
     }
 }
 
-// dst [m × e] += Σ_qi w[qi·ld + i]·a_qi over the nq rows of a segment (accumulates). Four
-// (then two) destination rows share each loaded a vector; every element still sums its terms
-// in qi order.
 template <typename T, int Bytes>
-LSF_LS_INLINE void accumulate_outer(T* dst, const T* w, int64_t ld, const T* a, int64_t nq, int64_t m, int64_t e) {
+LSF_LS_INLINE void combine_rows(T* out, int64_t nq, const T* w, int64_t ld, const T* const* rows, int64_t m,
+                                int64_t e) {
+  constexpr int RB = kBlockRows<Bytes>;
+  int64_t qi = 0;
+  for (; qi + RB <= nq; qi += RB) combine_query_rows<T, Bytes, RB>(out + qi * e, w + qi * ld, ld, rows, m, e);
+  for (; qi < nq; ++qi) combine_query_rows<T, Bytes, 1>(out + qi * e, w + qi * ld, ld, rows, m, e);
+}
+
+// dst [m × e] += Σ_qi w[qi·ld + i]·a_qi over the nq rows of a segment (accumulates). Block: RB
+// destination rows × CV feature vectors, each element adding its terms in qi order onto dst.
+template <typename T, int Bytes, int RB, int CV>
+LSF_LS_INLINE void outer_block(T* dst, const T* w, int64_t ld, const T* a, int64_t nq, int64_t e, int64_t f0) {
   using S = Simd<T, Bytes>;
   using V = typename S::V;
-  int64_t f = 0;
-  for (; f + S::W <= e; f += S::W) {
-    int64_t i = 0;
-    for (; i + 4 <= m; i += 4) {
-      V s0 = S::load(dst + i * e + f), s1 = S::load(dst + (i + 1) * e + f);
-      V s2 = S::load(dst + (i + 2) * e + f), s3 = S::load(dst + (i + 3) * e + f);
-      for (int64_t qi = 0; qi < nq; ++qi) {
-        const V x = S::load(a + qi * e + f);
-        const T* wq = w + qi * ld + i;
-        s0 += wq[0] * x;
-        s1 += wq[1] * x;
-        s2 += wq[2] * x;
-        s3 += wq[3] * x;
-      }
-      S::store(dst + i * e + f, s0);
-      S::store(dst + (i + 1) * e + f, s1);
-      S::store(dst + (i + 2) * e + f, s2);
-      S::store(dst + (i + 3) * e + f, s3);
-    }
-    for (; i + 2 <= m; i += 2) {
-      V s0 = S::load(dst + i * e + f), s1 = S::load(dst + (i + 1) * e + f);
-      for (int64_t qi = 0; qi < nq; ++qi) {
-        const V x = S::load(a + qi * e + f);
-        s0 += w[qi * ld + i] * x;
-        s1 += w[qi * ld + i + 1] * x;
-      }
-      S::store(dst + i * e + f, s0);
-      S::store(dst + (i + 1) * e + f, s1);
-    }
-    for (; i < m; ++i) {
-      V s0 = S::load(dst + i * e + f);
-      for (int64_t qi = 0; qi < nq; ++qi) s0 += w[qi * ld + i] * S::load(a + qi * e + f);
-      S::store(dst + i * e + f, s0);
+  V acc[RB][CV];
+#pragma GCC unroll 8
+  for (int r = 0; r < RB; ++r)
+#pragma GCC unroll 4
+    for (int j = 0; j < CV; ++j) acc[r][j] = S::load(dst + r * e + f0 + j * S::W);
+  for (int64_t qi = 0; qi < nq; ++qi) {
+    V x[CV];
+#pragma GCC unroll 4
+    for (int j = 0; j < CV; ++j) x[j] = S::load(a + qi * e + f0 + j * S::W);
+    const T* wq = w + qi * ld;
+#pragma GCC unroll 8
+    for (int r = 0; r < RB; ++r) {
+      const T p = wq[r];
+#pragma GCC unroll 4
+      for (int j = 0; j < CV; ++j) acc[r][j] += p * x[j];
     }
   }
-  for (; f < e; ++f)
-    for (int64_t i = 0; i < m; ++i) {
-      T acc = dst[i * e + f];
-      for (int64_t qi = 0; qi < nq; ++qi) acc += w[qi * ld + i] * a[qi * e + f];
-      dst[i * e + f] = acc;
+#pragma GCC unroll 8
+  for (int r = 0; r < RB; ++r)
+#pragma GCC unroll 4
+    for (int j = 0; j < CV; ++j) S::store(dst + r * e + f0 + j * S::W, acc[r][j]);
+}
+
+template <typename T, int Bytes, int RB>
+LSF_LS_INLINE void outer_rows(T* dst, const T* w, int64_t ld, const T* a, int64_t nq, int64_t e) {
+  constexpr int CV = kBlockVectors<Bytes>;
+  constexpr int64_t W = Simd<T, Bytes>::W;
+  int64_t f = 0;
+  for (; f + CV * W <= e; f += CV * W) outer_block<T, Bytes, RB, CV>(dst, w, ld, a, nq, e, f);
+  if (CV > 2 && f + 2 * W <= e) outer_block<T, Bytes, RB, 2>(dst, w, ld, a, nq, e, f), f += 2 * W;
+  for (; f + W <= e; f += W) outer_block<T, Bytes, RB, 1>(dst, w, ld, a, nq, e, f);
+  for (; f < e; ++f)  // features past the last whole vector
+    for (int64_t r = 0; r < RB; ++r) {
+      T acc = dst[r * e + f];
+      for (int64_t qi = 0; qi < nq; ++qi) acc += w[qi * ld + r] * a[qi * e + f];
+      dst[r * e + f] = acc;
     }
+}
+
+template <typename T, int Bytes>
+LSF_LS_INLINE void accumulate_outer(T* dst, const T* w, int64_t ld, const T* a, int64_t nq, int64_t m, int64_t e) {
+  constexpr int RB = kBlockRows<Bytes>;
+  int64_t i = 0;
+  for (; i + RB <= m; i += RB) outer_rows<T, Bytes, RB>(dst + i * e, w + i, ld, a, nq, e);
+  for (; i < m; ++i) outer_rows<T, Bytes, 1>(dst + i * e, w + i, ld, a, nq, e);
 }
 
 // The window slots of the segment starting at query t0: validity, rows, transposed columns.
@@ -327,26 +433,20 @@ void load_global(Scratch<T>& sc, const T* kb, const T* vb, const Dims& d, bool v
 }
 
 // Softmax of one logit row in place (invalid window slots → 0); returns the log-sum-exp.
-template <typename T>
+template <typename T, int Bytes>
 LSF_LS_INLINE T softmax_row(T* lg, const uint8_t* valid, int64_t R, int64_t s) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   for (int64_t u = 0; u < s; ++u)
     if (valid[u] == 0) lg[R + u] = kNegInf;
   const int64_t S = R + s;
-  T mx = kNegInf;
-#pragma omp simd reduction(max : mx)
-  for (int64_t i = 0; i < S; ++i) mx = lg[i] > mx ? lg[i] : mx;
+  const T mx = vector_max<T, Bytes>(lg, S);
   if (mx == kNegInf) {  // no visible key: a zero row
     std::fill(lg, lg + S, T(0));
     return std::numeric_limits<T>::infinity();
   }
-  T sum = 0;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t i = 0; i < S; ++i) {
-    const T p = vexp(T(lg[i] - mx));  // exp(−∞) = 0
-    lg[i] = p;
-    sum += p;
-  }
+#pragma omp simd
+  for (int64_t i = 0; i < S; ++i) lg[i] = vexp(T(lg[i] - mx));  // exp(−∞) = 0
+  const T sum = vector_sum<T, Bytes>(lg, S);
   const T inv = T(1) / sum;
 #pragma omp simd
   for (int64_t i = 0; i < S; ++i) lg[i] *= inv;
@@ -369,7 +469,7 @@ LSF_LS_INLINE void forward_segment_body(const Dims& d, Scratch<T>& sc, const T* 
       std::fill(p, p + S, T(0));
       continue;
     }
-    const T l = softmax_row(p, sc.valid.data(), d.R, d.s);  // a row without visible key stays 0
+    const T l = softmax_row<T, Bytes>(p, sc.valid.data(), d.R, d.s);  // a row without visible key stays 0
     lses[qi] = l;
     if (l != std::numeric_limits<T>::infinity() && (drop.threshold != 0 || drop.scale != 1.0)) {
       dropout_factors(sc.f.data(), S, drop_base + uint64_t(qi * S), drop);
@@ -417,9 +517,7 @@ LSF_LS_INLINE void backward_segment_body(const Dims& d, Scratch<T>& sc, const T*
 #pragma omp simd
       for (int64_t i = 0; i < S; ++i) g[i] = pdr[i] = vexp(T(g[i] - l));
     }
-    T D = 0;
-#pragma omp simd reduction(+ : D)
-    for (int64_t i = 0; i < S; ++i) D += g[i] * dpr[i];
+    const T D = vector_dot<T, Bytes>(g, dpr, S);
 #pragma omp simd
     for (int64_t i = 0; i < S; ++i) g[i] *= dpr[i] - D;
   }
