@@ -1,6 +1,7 @@
 // Binary elementwise ops: values against PyTorch (tests/fixtures/core.json), broadcasting,
 // float64 gradient checks, comparisons and argument errors.
 #include "helpers.h"
+#include "lsformer/engine/core_kernels.h"
 
 using namespace lsf;
 using testing::gradcheck;
@@ -34,6 +35,39 @@ TEST_CASE("binary ops work on integer tensors and on non-contiguous views", "[bi
   test::check_equal<float>(add(col, col), {3, 2}, {2, 6, 10, 14, 18, 22});
   CHECK_THROWS_WITH(add(i, 0.5), Catch::Contains("add") && Catch::Contains("i64"));
   CHECK_THROWS_WITH(div(i, i), Catch::Contains("div") && Catch::Contains("floating"));
+}
+
+TEST_CASE("elementwise kernels write permuted and strided outputs element for element", "[binary]") {
+  // The CPU loops walk the output's memory order (ops/cpu/loops.h); every element must still
+  // get its own inputs. Outputs: a head-split view ([B, n, h, e] memory seen as [B, h, n, e]), a
+  // transpose and a strided slice; inputs in other layouts and broadcast.
+  const Tensor src = arange(0.0, 120.0, 1.0, TensorOptions(kF64)).view({2, 3, 5, 4});  // logical [B, h, n, e]
+  const std::vector<double> want = src.to_vector<double>();
+  const std::vector<Tensor> outputs = {
+      zeros({2, 5, 3, 4}, TensorOptions(kF64)).permute({0, 2, 1, 3}),
+      zeros({4, 5, 3, 2}, TensorOptions(kF64)).permute({3, 2, 1, 0}),
+      zeros({2, 3, 5, 8}, TensorOptions(kF64)).slice(3, 0, 8, 2),
+  };
+  for (const Tensor& out : outputs) {
+    INFO("output strides " << out.stride(0) << ", " << out.stride(1) << ", " << out.stride(2) << ", " << out.stride(3));
+    REQUIRE(out.shape() == src.shape());
+    out.copy_(src);  // contiguous source
+    CHECK(out.to_vector<double>() == want);
+    out.copy_(src.permute({0, 2, 1, 3}).contiguous().permute({0, 2, 1, 3}));  // head-split source
+    CHECK(out.to_vector<double>() == want);
+    out.copy_(src.to(kF32));  // converting copy (the map path)
+    CHECK(out.to_vector<double>() == want);
+    add_inplace_kernel(kCPU, out, src.permute({3, 2, 1, 0}).contiguous().permute({3, 2, 1, 0}));
+    std::vector<double> twice(want);
+    for (double& v : twice) v *= 2;
+    CHECK(out.to_vector<double>() == twice);
+    const Tensor row = arange(0.0, 4.0, 1.0, TensorOptions(kF64));  // broadcast along B, h, n
+    add_inplace_kernel(kCPU, out, row.expand(src.shape()));
+    for (size_t i = 0; i < twice.size(); ++i) twice[i] += double(i % 4);
+    CHECK(out.to_vector<double>() == twice);
+    out.fill_(3.0);
+    CHECK(out.to_vector<double>() == std::vector<double>(want.size(), 3.0));
+  }
 }
 
 TEST_CASE("binary ops reject incompatible shapes, dtypes and undefined tensors", "[binary]") {

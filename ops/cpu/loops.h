@@ -1,14 +1,21 @@
 // Loop machinery for CPU kernels: walking N same-shaped strided tensors together.
 //
 // Callers first broadcast inputs to the output shape (expand gives zero strides). The walk
-// merges dimensions that are contiguous with each other for every operand, then hands the
-// kernel one innermost run at a time: a base pointer and a byte stride per operand and a run
-// length. Runs are split over OpenMP threads when the tensor is large enough to pay for it.
+// visits the dims in the memory order of the first operand (the output; outermost = largest
+// stride first), merges dimensions that are contiguous with each other for every operand, then
+// hands the kernel one innermost run at a time: a base pointer and a byte stride per operand
+// and a run length. Runs are split over OpenMP threads when the tensor is large enough to pay
+// for it. Walking in the output's memory order makes a permuted output (a head-split view, a
+// transpose) one long run like a contiguous one instead of many short strided ones; every
+// element is still visited once, so results do not depend on the order.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <numeric>
 #include <utility>
+#include <vector>
 
 #include "lsformer/engine/tensor.h"
 
@@ -35,8 +42,13 @@ Runs<N> make_runs(const std::array<const Tensor*, N>& ts) {
   const Shape& full = ts[0]->shape();
   Runs<N> r;
   for (size_t k = 0; k < N; ++k) r.data[k] = static_cast<char*>(ts[k]->raw_data());
+  // The output's memory order (stable: equal strides keep their logical order).
+  std::vector<size_t> order(full.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  const Strides& out_strides = ts[0]->strides();
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return out_strides[a] > out_strides[b]; });
   // Drop size-1 dims, then merge neighbours that are contiguous for every operand.
-  for (size_t d = 0; d < full.size(); ++d) {
+  for (size_t d : order) {
     if (full[d] == 1) continue;
     bool merge = !r.shape.empty();
     for (size_t k = 0; k < N && merge; ++k) {
