@@ -2,6 +2,8 @@
 // set_data), the in-place writes copy_ / fill_, and the shared argument checks of ops.
 #include "lsformer/engine/tensor.h"
 
+#include <algorithm>
+
 #include "lsformer/engine/autograd.h"
 #include "lsformer/engine/core_kernels.h"
 
@@ -90,6 +92,21 @@ bool Tensor::is_contiguous() const {
     if (impl_->shape[i] == 1) continue;  // size-1 dims may have any stride
     if (impl_->strides[i] != expected) return false;
     expected *= impl_->shape[i];
+  }
+  return true;
+}
+
+bool Tensor::is_non_overlapping_and_dense() const {
+  const Shape& shape = impl_->shape;
+  const Strides& strides = impl_->strides;
+  std::vector<size_t> order(shape.size());  // dims, innermost (smallest stride) first
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return strides[a] < strides[b]; });
+  int64_t expected = 1;
+  for (size_t d : order) {
+    if (shape[d] == 1) continue;  // size-1 dims may have any stride
+    if (strides[d] != expected) return impl_->numel() == 0;
+    expected *= shape[d];
   }
   return true;
 }

@@ -98,6 +98,9 @@ class Tensor {
   Device device() const;
   TensorOptions options() const;  // dtype and device (not requires_grad)
   bool is_contiguous() const;
+  // Whether the elements fill a block of numel() slots without gaps or overlaps in some order
+  // of the dims: a contiguous tensor, or a permutation of one (a transposed or head-split view).
+  bool is_non_overlapping_and_dense() const;
   size_t element_size() const { return dtype_size(dtype()); }
   size_t nbytes() const { return size_t(numel()) * element_size(); }
   const Storage& storage() const;

@@ -85,23 +85,6 @@ CausalLongShortInputs row_contiguous_inputs(const CausalLongShortInputs& in) {
           rows_contiguous(in.kc), rows_contiguous(in.vc), rows_contiguous(in.rc)};
 }
 
-// An uninitialised tensor shaped like t whose dims are laid out in t's order (by decreasing
-// stride), so that the gradient of a permuted view such as split_heads(X W) is itself such a
-// view of a contiguous [B, L, d] tensor and flows back through the permute without a copy.
-Tensor empty_in_layout_of(const Tensor& t) {
-  const int64_t nd = t.dim();
-  std::vector<int64_t> order(static_cast<size_t>(nd));
-  for (int64_t i = 0; i < nd; ++i) order[size_t(i)] = i;
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    return t.strides()[size_t(a)] > t.strides()[size_t(b)];
-  });
-  Shape shape;
-  for (int64_t i : order) shape.push_back(t.size(i));
-  std::vector<int64_t> inverse(static_cast<size_t>(nd));
-  for (int64_t i = 0; i < nd; ++i) inverse[size_t(order[size_t(i)])] = i;
-  return empty(shape, t.options()).permute(inverse);
-}
-
 TensorList as_list(const CausalLongShortInputs& in) {
   return {in.q, in.kw, in.vw, in.u, in.v, in.rw, in.kc, in.vc, in.rc};
 }

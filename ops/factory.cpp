@@ -1,7 +1,10 @@
 #include "lsformer/ops/factory.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
+#include <vector>
 
 #include "lsformer/engine/autograd.h"
 #include "lsformer/engine/core_kernels.h"
@@ -102,6 +105,30 @@ Tensor randn(const Shape& shape, const TensorOptions& options, Generator* genera
 }
 
 Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.options()); }
+
+Tensor empty_in_layout(const Shape& shape, const Strides& strides, const TensorOptions& options) {
+  const int64_t n = int64_t(shape.size());
+  std::vector<int64_t> order(n);  // dims, outermost (largest stride) first
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t i, int64_t j) { return strides[i] > strides[j]; });
+  int64_t expected = 1;
+  for (int64_t i = n - 1; i >= 0; --i) {
+    const int64_t d = order[i];
+    if (shape[d] == 1) continue;
+    if (strides[d] != expected) return empty(shape, options);  // not dense: plain row-major
+    expected *= shape[d];
+  }
+  Shape stored(n);
+  std::vector<int64_t> back(n);
+  for (int64_t i = 0; i < n; ++i) {
+    stored[i] = shape[order[i]];
+    back[order[i]] = i;
+  }
+  NoGradGuard no_grad;
+  return empty(stored, options).permute(back);
+}
+
+Tensor empty_in_layout_of(const Tensor& t) { return empty_in_layout(t.shape(), t.strides(), t.options()); }
 Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.options()); }
 Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.options()); }
 Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, t.options()); }

@@ -28,6 +28,13 @@ const Tensor& uniform_(const Tensor& t, double low, double high, Generator* gene
 const Tensor& normal_(const Tensor& t, double mean, double std, Generator* generator = nullptr);
 
 Tensor empty_like(const Tensor& t);
+// An uninitialised tensor of `shape` laid out in memory as a tensor with `strides` is, when that
+// is a dense permutation of the dims (a transposed or head-split view), else row-major. A result
+// or gradient written in its input's layout passes back through the input's view without a
+// copy (PyTorch's empty_like with preserve_format makes the same choice).
+Tensor empty_in_layout(const Shape& shape, const Strides& strides, const TensorOptions& options = {});
+// empty_in_layout(t.shape(), t.strides(), t.options()).
+Tensor empty_in_layout_of(const Tensor& t);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor full_like(const Tensor& t, double value);

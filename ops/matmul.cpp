@@ -11,7 +11,6 @@
 #include "lsformer/ops/kernels/matmul.h"
 
 #include <algorithm>
-#include <numeric>
 
 #include "lsformer/engine/autograd.h"
 #include "lsformer/ops/binary.h"
@@ -73,33 +72,6 @@ void gemm_into(const Tensor& c, const Tensor& a, const Tensor& b, const Shape& b
   gemm_kernel(c.device(), c.expand(with_matrix(batch, M, N)),
               gemm_operand(a).expand(with_matrix(batch, M, K)),
               gemm_operand(b).expand(with_matrix(batch, K, N)), /*alpha=*/1.0, /*beta=*/0.0);
-}
-
-// An uninitialised tensor of the given shape, laid out in memory as a tensor with `strides`
-// is when that is a dense permutation (a transposed view, say), else contiguous. A gradient
-// written in its input's layout passes back through that input's view without a strided copy
-// (PyTorch's mm backward makes the same choice); gemm_kernel writes column-major matrices as
-// readily as row-major ones.
-Tensor empty_in_layout(const Shape& shape, const Strides& strides, const TensorOptions& options) {
-  const int64_t n = int64_t(shape.size());
-  std::vector<int64_t> order(n);  // dims, outermost (largest stride) first
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t i, int64_t j) { return strides[i] > strides[j]; });
-  int64_t expected = 1;
-  for (int64_t i = n - 1; i >= 0; --i) {
-    const int64_t d = order[i];
-    if (shape[d] == 1) continue;
-    if (strides[d] != expected) return empty(shape, options);  // not dense: plain row-major
-    expected *= shape[d];
-  }
-  Shape stored(n);
-  std::vector<int64_t> back(n);
-  for (int64_t i = 0; i < n; ++i) {
-    stored[i] = shape[order[i]];
-    back[order[i]] = i;
-  }
-  NoGradGuard no_grad;
-  return empty(stored, options).permute(back);
 }
 
 // The gradients of c [*, M, N] = am [*a, M, K] · bm [*b, K, N] (broadcast to `batch`) from

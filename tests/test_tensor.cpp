@@ -117,6 +117,30 @@ TEST_CASE("metadata, item and errors on undefined tensors", "[tensor]") {
   CHECK(tensor(std::vector<int64_t>{5}).item<double>() == 5.0);
 }
 
+TEST_CASE("dense layouts: is_non_overlapping_and_dense and empty_in_layout keep a permuted view's memory order", "[tensor]") {
+  Tensor x = zeros({2, 3, 4});
+  CHECK(x.is_non_overlapping_and_dense());
+  CHECK(x.permute({2, 0, 1}).is_non_overlapping_and_dense());      // a permutation of a dense block
+  CHECK(x.view({2, 3, 2, 2}).permute({0, 2, 1, 3}).is_non_overlapping_and_dense());  // a head split
+  CHECK_FALSE(x.slice(2, 0, 4, 2).is_non_overlapping_and_dense());  // gaps
+  CHECK_FALSE(x.narrow(1, 0, 2).is_non_overlapping_and_dense());
+  CHECK_FALSE(zeros({3}).unsqueeze(0).expand({4, 3}).is_non_overlapping_and_dense());  // overlaps
+  CHECK(zeros({1, 5}).expand({1, 5}).is_non_overlapping_and_dense());  // size-1 dims take any stride
+  CHECK(zeros({0, 3}).t().is_non_overlapping_and_dense());
+
+  // [B, n, h, e] memory seen as [B, h, n, e]: the new tensor has the same strides.
+  Tensor heads = zeros({2, 5, 3, 4}).permute({0, 2, 1, 3});
+  Tensor same = empty_in_layout_of(heads);
+  CHECK(same.shape() == heads.shape());
+  CHECK(same.strides() == heads.strides());
+  CHECK(same.permute({0, 2, 1, 3}).is_contiguous());
+  // Not dense: row-major.
+  Tensor gaps = x.slice(2, 0, 4, 2);
+  CHECK(empty_in_layout_of(gaps).is_contiguous());
+  CHECK(empty_in_layout({3, 2}, {1, 3}, TensorOptions(kF64)).strides() == Strides{1, 3});
+  CHECK(empty_in_layout({3, 2}, {1, 3}, TensorOptions(kF64)).dtype() == kF64);
+}
+
 TEST_CASE("devices parse and unknown backends are reported", "[tensor][device]") {
   CHECK(Device("cpu") == kCPU);
   CHECK(Device("cuda:1").index == 1);
