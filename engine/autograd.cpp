@@ -58,9 +58,12 @@ Tensor owned_copy(const Tensor& t) {
 
 // Whether gradient sums may add into `t` in place: nothing else can see its buffer (this is the
 // only handle to it, it owns its whole storage, no view of it exists, no graph hangs on it), so
-// the copy owned_copy makes would be wasted (as PyTorch steals such buffers).
-bool exclusively_held(const Tensor& t) {
-  return t.impl_ptr().use_count() == 1 && t.storage().use_count() == 1 && t.is_contiguous() && t.offset() == 0 &&
+// the copy owned_copy makes would be wasted (as PyTorch steals such buffers). A leaf's .grad
+// must also be contiguous; a sum inside the graph may keep any dense layout (a kernel's
+// gradient written token-major for a head-split input, say), and then the sum keeps it.
+bool exclusively_held(const Tensor& t, bool any_dense_layout) {
+  return t.impl_ptr().use_count() == 1 && t.storage().use_count() == 1 &&
+         (any_dense_layout ? t.is_non_overlapping_and_dense() : t.is_contiguous()) && t.offset() == 0 &&
          t.storage()->nbytes() == t.nbytes() && !t.impl()->autograd;
 }
 
@@ -181,7 +184,7 @@ TensorList AccumulateGrad::apply(const TensorList& grads) {
   AutogradMeta& meta = leaf_->autograd_meta();
   if (!meta.grad) {
     // Take over the incoming buffer when nothing else can see it, copy otherwise.
-    meta.grad = exclusively_held(g) ? g.impl_ptr() : owned_copy(g).impl_ptr();
+    meta.grad = exclusively_held(g, /*any_dense_layout=*/false) ? g.impl_ptr() : owned_copy(g).impl_ptr();
   } else {
     Tensor existing(meta.grad);
     add_inplace_kernel(existing.device(), existing, g);
@@ -332,7 +335,7 @@ void run_backward(const TensorList& roots, const TensorList& grads, bool retain_
       b.grads[slot] = g;
     } else {
       if (!b.owned[slot]) {
-        if (!exclusively_held(b.grads[slot])) b.grads[slot] = owned_copy(b.grads[slot]);
+        if (!exclusively_held(b.grads[slot], /*any_dense_layout=*/true)) b.grads[slot] = owned_copy(b.grads[slot]);
         b.owned[slot] = true;
       }
       add_inplace_kernel(g.device(), b.grads[slot], g);

@@ -176,3 +176,54 @@ TEST_CASE("a gradient nobody else holds is summed in place, without a copy", "[a
   const int64_t one_consumer = copies_in_backward(sum(add(mul(mul(x1, 2.0), 3.0), 1.0)));
   CHECK(two_consumers == one_consumer);
 }
+
+TEST_CASE("a gradient in a permuted dense layout is summed in place, a leaf's .grad stays contiguous", "[autograd]") {
+  // Two consumers of y whose backwards return fresh [2, 3] gradients, laid out column-major (as
+  // a kernel writes the gradient of a head-split view in that view's layout) or row-major: the
+  // sum adds into the first without copying it whatever its layout, so both backwards make the
+  // same number of copies.
+  auto fresh = [](std::vector<double> values, bool column_major) {  // logical [2, 3] row-major values
+    Tensor t = column_major ? empty({3, 2}, TensorOptions(kF64)).t() : empty({2, 3}, TensorOptions(kF64));
+    NoGradGuard no_grad;
+    t.copy_(tensor(values, {2, 3}));
+    return t;
+  };
+  auto consumers = [&](const Tensor& y, bool column_major) {
+    TensorList outs;
+    for (double scale : {1.0, 10.0}) {
+      Tensor out = empty({2, 3}, y.options());
+      {
+        NoGradGuard no_grad;
+        out.copy_(y);
+      }
+      autograd::record("returns_fresh", {y}, {out}, [=](const TensorList&, const autograd::NeedsGrad&) -> TensorList {
+        return {fresh({scale, 2 * scale, 3 * scale, 4 * scale, 5 * scale, 6 * scale}, column_major)};
+      });
+      outs.push_back(out);
+    }
+    return add(sum(outs[0]), sum(outs[1]));
+  };
+  auto copies_in_backward = [](const Tensor& loss) {
+    profiler::enable();
+    profiler::reset();
+    loss.backward();
+    profiler::disable();
+    int64_t copies = 0;
+    for (const profiler::OpStat& op : profiler::snapshot().ops)
+      if (op.name == "copy_kernel") copies += op.calls;
+    return copies;
+  };
+  int64_t copies[2];
+  for (bool column_major : {false, true}) {
+    INFO("column-major gradients " << column_major);
+    Tensor x = zeros({2, 3}, TensorOptions(kF64)).requires_grad_(true);
+    copies[column_major] = copies_in_backward(consumers(mul(x, 1.0), column_major));
+    test::check_equal<double>(x.grad(), {2, 3}, {11, 22, 33, 44, 55, 66});
+    // A leaf fed the same gradients directly: its .grad is contiguous (a user-visible layout).
+    Tensor leaf = zeros({2, 3}, TensorOptions(kF64)).requires_grad_(true);
+    consumers(leaf, column_major).backward();
+    CHECK(leaf.grad().is_contiguous());
+    test::check_equal<double>(leaf.grad(), {2, 3}, {11, 22, 33, 44, 55, 66});
+  }
+  CHECK(copies[true] == copies[false]);
+}
