@@ -39,6 +39,9 @@ namespace {
 
 constexpr const char* kName = "long_short_attention";
 
+// t itself when its last (feature) axis is contiguous, else a contiguous copy.
+Tensor rows_contiguous(const Tensor& t) { return t.size(-1) <= 1 || t.strides().back() == 1 ? t : t.contiguous(); }
+
 void check_args(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& kbar, const Tensor& vbar,
                 const Tensor& mask, const LongShortAttentionOptions& o) {
   check_defined(kName, {&q, &k, &v});
@@ -91,10 +94,12 @@ Tensor long_short_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
 
   Tensor qc, kc, vc, kbc, vbc, m;
   {
-    NoGradGuard no_grad;  // contiguous copies and the mask conversion are plumbing
-    qc = contiguous_detached(q);
-    kc = contiguous_detached(k);
-    vc = contiguous_detached(v);
+    NoGradGuard no_grad;  // layout copies and the mask conversion are plumbing
+    // The kernels read q, k, v (and write out, dq, dk, dv) through their strides with the
+    // feature axis contiguous: views such as split_heads(X W) pass without a copy.
+    qc = rows_contiguous(q).detach();
+    kc = rows_contiguous(k).detach();
+    vc = rows_contiguous(v).detach();
     kbc = kbar.defined() ? contiguous_detached(kbar) : empty({B, h, 0, e}, q.options());
     vbc = vbar.defined() ? contiguous_detached(vbar) : empty({B, h, 0, e}, q.options());
     m = mask.defined() ? mask.to(kU8).contiguous() : ones({B, n}, q.options().dtype(kU8));
@@ -115,7 +120,9 @@ Tensor long_short_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
     }
   }
 
-  Tensor out = empty(q.shape(), q.options());
+  // out in q's layout: for q = split_heads(X W_q), [B, n, h, e] memory, so merging the heads
+  // back to [B, n, d] is a view.
+  Tensor out = empty_in_layout_of(qc);
   Tensor lse = empty({B, h, n}, q.options());
   count_multiply_adds(kName, 2 * B * h * n * (R + geo.span()) * e);  // logits and weighted sum
   if (B * h * n > 0) long_short_forward_kernel(q.device(), out, lse, qc, kc, vc, kbc, vbc, m, geo, drop);
@@ -128,13 +135,15 @@ Tensor long_short_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
     autograd::record(kName, inputs, {out},
                      [=](const TensorList& g, const autograd::NeedsGrad& needs) -> TensorList {
                        const Tensor& qv = sq.get();
+                       // Each gradient in its input's layout (passes back through a head-split
+                       // view without a copy).
                        auto grad_if = [&](size_t i, const Tensor& like) {
-                         return i < needs.size() && needs[i] ? empty(like.shape(), like.options()) : Tensor();
+                         return i < needs.size() && needs[i] ? empty_in_layout_of(like) : Tensor();
                        };
                        Tensor dq = grad_if(0, qv), dk = grad_if(1, sk.get()), dv = grad_if(2, sv.get());
                        Tensor dkb = grad_kbar ? grad_if(3, skb.get()) : Tensor();
                        Tensor dvb = grad_kbar ? grad_if(4, svb.get()) : Tensor();
-                       Tensor dout = g[0].contiguous();  // dout [B, h, n, e]
+                       Tensor dout = rows_contiguous(g[0]);  // dout [B, h, n, e], any row layout
                        if (qv.size(0) * qv.size(1) * qv.size(2) > 0)
                          long_short_backward_kernel(qv.device(), dq, dk, dv, dkb, dvb, dout, slse.get(), qv,
                                                             sk.get(), sv.get(), skb.get(), svb.get(), sm.get(), geo,

@@ -289,6 +289,40 @@ TEST_CASE("long_short_attention: model-sized heads reach every register block of
   }
 }
 
+TEST_CASE("long_short_attention: head-split views pass in place, out and gradients keep their layouts", "[long_short]") {
+  // q, k, v as the module makes them: [B, n, h, e] leaves seen as [B, h, n, e] (split_heads
+  // views), which the CPU kernel reads through their strides; v with a feature stride of 2 as
+  // well, which the op must copy. The values equal `base`'s, so every result must be
+  // bit-identical to the contiguous inputs' (the kernels sum in the same order).
+  const CoreCase c{2, 2, 48, 20, 5, 8, false, {48, 37}, 16};
+  const CoreInputs base = core_inputs(c, kF32, 41, false);
+  auto token_major = [](const Tensor& t) { return t.permute({0, 2, 1, 3}).contiguous().requires_grad_(true); };
+  Tensor lq = token_major(base.q), lk = token_major(base.k);
+  Tensor lv = stack({base.v.permute({0, 2, 1, 3}), zeros_like(base.v).permute({0, 2, 1, 3})}, -1).requires_grad_(true);
+  Tensor vq = lq.permute({0, 2, 1, 3}), vk = lk.permute({0, 2, 1, 3}), vv = lv.select(-1, 0).permute({0, 2, 1, 3});
+  REQUIRE_FALSE(vq.is_contiguous());
+  REQUIRE(vv.strides().back() == 2);
+  CoreInputs plain = base;
+  for (Tensor* t : {&plain.q, &plain.k, &plain.v, &plain.kb, &plain.vb}) *t = t->clone().requires_grad_(true);
+  Tensor kb = base.kb.clone().requires_grad_(true), vb = base.vb.clone().requires_grad_(true);
+  const Tensor dy = randn_t({c.B, c.h, c.n, c.e}, 43, kF32);
+  const LongShortAttentionOptions o = core_options(c);
+  const Tensor a = long_short_attention(vq, vk, vv, kb, vb, base.mask, o);
+  const Tensor b = long_short_attention(plain.q, plain.k, plain.v, plain.kb, plain.vb, plain.mask, o);
+  CHECK(a.to_vector<float>() == b.to_vector<float>());
+  CHECK(a.permute({0, 2, 1, 3}).is_contiguous());  // out in q's layout: merging the heads is a view
+  CHECK(b.is_contiguous());
+  // dout as a head-split view too (the W_o Linear's input gradient seen through merge_heads).
+  a.backward(dy.permute({0, 2, 1, 3}).contiguous().permute({0, 2, 1, 3}));
+  b.backward(dy);
+  CHECK(lq.grad().permute({0, 2, 1, 3}).to_vector<float>() == plain.q.grad().to_vector<float>());
+  CHECK(lk.grad().permute({0, 2, 1, 3}).to_vector<float>() == plain.k.grad().to_vector<float>());
+  CHECK(lv.grad().select(-1, 0).permute({0, 2, 1, 3}).to_vector<float>() == plain.v.grad().to_vector<float>());
+  CHECK(lv.grad().select(-1, 1).abs().max().item<float>() == 0.0f);
+  CHECK(kb.grad().to_vector<float>() == plain.kb.grad().to_vector<float>());
+  CHECK(vb.grad().to_vector<float>() == plain.vb.grad().to_vector<float>());
+}
+
 TEST_CASE("long_short_attention: f64 gradcheck (full Jacobian and random projections)", "[long_short]") {
   const std::vector<CoreCase> small = {
       {1, 2, 8, 3, 2, 2, false, {6}, 0},    // window + projection + padding

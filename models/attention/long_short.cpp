@@ -96,13 +96,13 @@ Tensor LongShortAttention::forward(const Tensor& x, const AttentionArgs& args) {
   }
   const double scale = 1.0 / std::sqrt(double(e));
 
-  // Steps 1–2: queries; LN_L-normalised keys and values. K and V are made [B, h, n, e]-contiguous
-  // once here (the fused core needs that layout anyway): their consumers then read and return
-  // gradients in (nearly) that layout, so autograd sums dK (dV) with dense adds instead of
-  // transposing strided ones. (q is already contiguous: mul writes a fresh row-major tensor.)
-  Tensor q = mul(split_heads(W_q->forward(x), h), scale);
-  Tensor k = split_heads(dual_ln_l->forward(W_k->forward(x)), h).contiguous();
-  Tensor v = split_heads(dual_ln_l->forward(W_v->forward(x)), h).contiguous();
+  // Steps 1–2: queries; LN_L-normalised keys and values, as head views of the token-major
+  // [B, n, d] outputs (no copies). The fused core reads them in place and writes the context in
+  // q's layout, so merge_heads(context) below is a view too, and their gradients come back in
+  // the same layouts and pass to the Linears and LN_L without transposing copies.
+  Tensor q = split_heads(mul(W_q->forward(x), scale), h);
+  Tensor k = split_heads(dual_ln_l->forward(W_k->forward(x)), h);
+  Tensor v = split_heads(dual_ln_l->forward(W_v->forward(x)), h);
   // Step 3's logits [B, n, h·r], padding −∞.
   Tensor logits;
   if (o.rank > 0) {
@@ -175,8 +175,14 @@ Tensor LongShortAttention::attend(const Tensor& q, const Tensor& k, const Tensor
     Tensor p = softmax(proj_logits, 1).view({B, n, h, r}).permute({0, 2, 3, 1});  // P [B, h, r, n]
     // P·K and P·V as one product of P (broadcast) with the stack [K, V]: dP is then a single
     // GEMM written straight in P's memory layout (matmul sums over the broadcast dim), so no
-    // autograd sum of two dP's and no transposing copy before the softmax backward.
-    Tensor kvb = matmul(p.unsqueeze(2), stack({k, v}, 2));  // [B, h, 2, r, e]
+    // autograd sum of two dP's and no transposing copy before the softmax backward. The stack
+    // keeps k's layout: for head views of token-major [B, n, d] tensors (the padded path) it is
+    // [B, n, 2, d] memory, so the gradient slices it hands back to k and v are token-major like
+    // the fused core's dk, dv, and autograd sums them without transposing.
+    const bool token_major = k.stride(1) < k.stride(2) && v.stride(1) < v.stride(2);
+    Tensor kv = token_major ? stack({merge_heads(k), merge_heads(v)}, 2).view({B, n, 2, h, e}).permute({0, 3, 2, 1, 4})
+                            : stack({k, v}, 2);                  // [B, h, 2, n, e]
+    Tensor kvb = matmul(p.unsqueeze(2), kv);                 // [B, h, 2, r, e]
     Tensor kb = kvb.select(2, 0), vb = kvb.select(2, 1);   // [B, h, r, e]
     kbar_parts.push_back(kb);
     vbar_parts.push_back(vb);

@@ -1,5 +1,8 @@
 // CPU kernels of the fused bidirectional long-short attention (see ops/long_short.h).
 //
+// Layout. q, k, v, out, dout, dq, dk, dv are read and written through their strides (the feature
+// axis contiguous, see Heads below); K̄, V̄, their gradients, lse and the mask are contiguous.
+//
 // Work split. Queries are cut into blocks of L tokens (whole segments of w, L ≥ 2·ext); a task
 // is one (batch·head, block). All queries of a block read the keys of one band
 // [c·L − ext, c·L + L + ext) plus the R global slots, so the task's keys stay in cache while
@@ -65,6 +68,35 @@ Dims dims_of(const Tensor& q, const Tensor& kbar, const LongShortGeometry& geo) 
   d.L = (want + d.seg - 1) / d.seg * d.seg;
   d.nblocks = d.n > 0 ? (d.n + d.L - 1) / d.L : 0;
   return d;
+}
+
+// A [B, h, n, e] operand (q, k, v, out, dout and their gradients) read or written through its
+// strides, the feature axis contiguous: the op passes views such as split_heads(X W), whose
+// memory is token-major [B, n, h, e], without copying them. Row t of (b, head) is at
+// rows(b, head) + t·sn.
+template <typename T>
+struct Heads {
+  T* p = nullptr;
+  int64_t sb = 0, sh = 0, sn = 0;
+  Heads() = default;
+  explicit Heads(const Tensor& t) : p(t.defined() ? static_cast<T*>(t.raw_data()) : nullptr) {
+    if (t.defined()) sb = t.stride(0), sh = t.stride(1), sn = t.stride(2);
+  }
+  Heads(T* data, int64_t h, int64_t n, int64_t e) : p(data), sb(h * n * e), sh(n * e), sn(e) {}  // contiguous
+  T* rows(int64_t b, int64_t head) const { return p + b * sb + head * sh; }
+};
+
+// A task: query block c of (batch b, head). One thread runs the tasks of a block (b, c) for
+// every head back to back: with token-major operands the heads of a token lie side by side,
+// and the prefetcher brings the other heads' rows in with a task's own (one task per thread
+// over (b, head, c) made the strided kernels 15-25% slower on 1 and 2 threads). `index` =
+// bh·nblocks + c numbers the per-task partials; which thread runs a task changes no result.
+struct Task {
+  int64_t b, c, head, bh, index;
+};
+inline Task task_of(int64_t block, int64_t head, const Dims& d) {
+  const int64_t b = block / d.nblocks, c = block % d.nblocks, bh = b * d.h + head;
+  return {b, c, head, bh, bh * d.nblocks + c};
 }
 
 #define LSF_LS_INLINE [[gnu::always_inline]] inline
@@ -231,10 +263,11 @@ inline constexpr int kBlockRows = Bytes == 64 ? 8 : 4;
 template <int Bytes>
 inline constexpr int kBlockVectors = Bytes == 16 ? 2 : 3;
 
-// out [nq × ld] = a [nq × e] · bt [e × ld]: the logits (a = queries, bt = keysᵀ) or the value
-// products (a = dout, bt = valuesᵀ) of one segment; ld is a multiple of the vector width.
+// out [nq × ld] = a [nq × e] (row stride lda) · bt [e × ld]: the logits (a = queries, bt =
+// keysᵀ) or the value products (a = dout, bt = valuesᵀ) of one segment; ld is a multiple of the
+// vector width.
 template <typename T, int Bytes, int RB, int CV>
-LSF_LS_INLINE void products_block(T* out, const T* a, const T* bt, int64_t e, int64_t ld, int64_t c0) {
+LSF_LS_INLINE void products_block(T* out, const T* a, int64_t lda, const T* bt, int64_t e, int64_t ld, int64_t c0) {
   using S = Simd<T, Bytes>;
   using V = typename S::V;
   V acc[RB][CV] = {};
@@ -244,7 +277,7 @@ LSF_LS_INLINE void products_block(T* out, const T* a, const T* bt, int64_t e, in
     for (int j = 0; j < CV; ++j) b[j] = S::load(bt + f * ld + c0 + j * S::W);
 #pragma GCC unroll 8
     for (int r = 0; r < RB; ++r) {
-      const T x = a[r * e + f];
+      const T x = a[r * lda + f];
 #pragma GCC unroll 4
       for (int j = 0; j < CV; ++j) acc[r][j] += x * b[j];
     }
@@ -256,27 +289,28 @@ LSF_LS_INLINE void products_block(T* out, const T* a, const T* bt, int64_t e, in
 }
 
 template <typename T, int Bytes, int RB>
-LSF_LS_INLINE void products_rows(T* out, const T* a, const T* bt, int64_t e, int64_t ld) {
+LSF_LS_INLINE void products_rows(T* out, const T* a, int64_t lda, const T* bt, int64_t e, int64_t ld) {
   constexpr int CV = kBlockVectors<Bytes>;
   constexpr int64_t W = Simd<T, Bytes>::W;
   int64_t c = 0;
-  for (; c + CV * W <= ld; c += CV * W) products_block<T, Bytes, RB, CV>(out, a, bt, e, ld, c);
-  if (CV > 2 && c + 2 * W <= ld) products_block<T, Bytes, RB, 2>(out, a, bt, e, ld, c), c += 2 * W;
-  for (; c < ld; c += W) products_block<T, Bytes, RB, 1>(out, a, bt, e, ld, c);
+  for (; c + CV * W <= ld; c += CV * W) products_block<T, Bytes, RB, CV>(out, a, lda, bt, e, ld, c);
+  if (CV > 2 && c + 2 * W <= ld) products_block<T, Bytes, RB, 2>(out, a, lda, bt, e, ld, c), c += 2 * W;
+  for (; c < ld; c += W) products_block<T, Bytes, RB, 1>(out, a, lda, bt, e, ld, c);
 }
 
 template <typename T, int Bytes>
-LSF_LS_INLINE void tile_products(T* out, const T* a, const T* bt, int64_t nq, int64_t e, int64_t ld) {
+LSF_LS_INLINE void tile_products(T* out, const T* a, int64_t lda, const T* bt, int64_t nq, int64_t e, int64_t ld) {
   constexpr int RB = kBlockRows<Bytes>;
   int64_t qi = 0;
-  for (; qi + RB <= nq; qi += RB) products_rows<T, Bytes, RB>(out + qi * ld, a + qi * e, bt, e, ld);
-  for (; qi < nq; ++qi) products_rows<T, Bytes, 1>(out + qi * ld, a + qi * e, bt, e, ld);
+  for (; qi + RB <= nq; qi += RB) products_rows<T, Bytes, RB>(out + qi * ld, a + qi * lda, lda, bt, e, ld);
+  for (; qi < nq; ++qi) products_rows<T, Bytes, 1>(out + qi * ld, a + qi * lda, lda, bt, e, ld);
 }
 
-// out [nq × e] = w [nq × ld] · rows (m rows of e; overwrites): the probability-weighted row sums
-// of a segment's queries. Block: RB queries × CV feature vectors, the sum over i in order.
+// out [nq × e] (row stride ldo) = w [nq × ld] · rows (m rows of e; overwrites): the
+// probability-weighted row sums of a segment's queries. Block: RB queries × CV feature vectors,
+// the sum over i in order.
 template <typename T, int Bytes, int RB, int CV>
-LSF_LS_INLINE void combine_block(T* out, const T* w, int64_t ld, const T* const* rows, int64_t m, int64_t e,
+LSF_LS_INLINE void combine_block(T* out, int64_t ldo, const T* w, int64_t ld, const T* const* rows, int64_t m,
                                  int64_t f0) {
   using S = Simd<T, Bytes>;
   using V = typename S::V;
@@ -295,38 +329,42 @@ LSF_LS_INLINE void combine_block(T* out, const T* w, int64_t ld, const T* const*
 #pragma GCC unroll 8
   for (int r = 0; r < RB; ++r)
 #pragma GCC unroll 4
-    for (int j = 0; j < CV; ++j) S::store(out + r * e + f0 + j * S::W, acc[r][j]);
+    for (int j = 0; j < CV; ++j) S::store(out + r * ldo + f0 + j * S::W, acc[r][j]);
 }
 
 template <typename T, int Bytes, int RB>
-LSF_LS_INLINE void combine_query_rows(T* out, const T* w, int64_t ld, const T* const* rows, int64_t m, int64_t e) {
+LSF_LS_INLINE void combine_query_rows(T* out, int64_t ldo, const T* w, int64_t ld, const T* const* rows, int64_t m,
+                                      int64_t e) {
   constexpr int CV = kBlockVectors<Bytes>;
   constexpr int64_t W = Simd<T, Bytes>::W;
   int64_t f = 0;
-  for (; f + CV * W <= e; f += CV * W) combine_block<T, Bytes, RB, CV>(out, w, ld, rows, m, e, f);
-  if (CV > 2 && f + 2 * W <= e) combine_block<T, Bytes, RB, 2>(out, w, ld, rows, m, e, f), f += 2 * W;
-  for (; f + W <= e; f += W) combine_block<T, Bytes, RB, 1>(out, w, ld, rows, m, e, f);
+  for (; f + CV * W <= e; f += CV * W) combine_block<T, Bytes, RB, CV>(out, ldo, w, ld, rows, m, f);
+  if (CV > 2 && f + 2 * W <= e) combine_block<T, Bytes, RB, 2>(out, ldo, w, ld, rows, m, f), f += 2 * W;
+  for (; f + W <= e; f += W) combine_block<T, Bytes, RB, 1>(out, ldo, w, ld, rows, m, f);
   for (; f < e; ++f)  // features past the last whole vector
     for (int64_t r = 0; r < RB; ++r) {
       T acc = 0;
       for (int64_t i = 0; i < m; ++i) acc += w[r * ld + i] * rows[i][f];
-      out[r * e + f] = acc;
+      out[r * ldo + f] = acc;
     }
 }
 
 template <typename T, int Bytes>
-LSF_LS_INLINE void combine_rows(T* out, int64_t nq, const T* w, int64_t ld, const T* const* rows, int64_t m,
-                                int64_t e) {
+LSF_LS_INLINE void combine_rows(T* out, int64_t ldo, int64_t nq, const T* w, int64_t ld, const T* const* rows,
+                                int64_t m, int64_t e) {
   constexpr int RB = kBlockRows<Bytes>;
   int64_t qi = 0;
-  for (; qi + RB <= nq; qi += RB) combine_query_rows<T, Bytes, RB>(out + qi * e, w + qi * ld, ld, rows, m, e);
-  for (; qi < nq; ++qi) combine_query_rows<T, Bytes, 1>(out + qi * e, w + qi * ld, ld, rows, m, e);
+  for (; qi + RB <= nq; qi += RB)
+    combine_query_rows<T, Bytes, RB>(out + qi * ldo, ldo, w + qi * ld, ld, rows, m, e);
+  for (; qi < nq; ++qi) combine_query_rows<T, Bytes, 1>(out + qi * ldo, ldo, w + qi * ld, ld, rows, m, e);
 }
 
-// dst [m × e] += Σ_qi w[qi·ld + i]·a_qi over the nq rows of a segment (accumulates). Block: RB
-// destination rows × CV feature vectors, each element adding its terms in qi order onto dst.
+// dst [m × e] += Σ_qi w[qi·ld + i]·a_qi over the nq rows (row stride lda) of a segment
+// (accumulates). Block: RB destination rows × CV feature vectors, each element adding its terms
+// in qi order onto dst.
 template <typename T, int Bytes, int RB, int CV>
-LSF_LS_INLINE void outer_block(T* dst, const T* w, int64_t ld, const T* a, int64_t nq, int64_t e, int64_t f0) {
+LSF_LS_INLINE void outer_block(T* dst, const T* w, int64_t ld, const T* a, int64_t lda, int64_t nq, int64_t e,
+                               int64_t f0) {
   using S = Simd<T, Bytes>;
   using V = typename S::V;
   V acc[RB][CV];
@@ -337,7 +375,7 @@ LSF_LS_INLINE void outer_block(T* dst, const T* w, int64_t ld, const T* a, int64
   for (int64_t qi = 0; qi < nq; ++qi) {
     V x[CV];
 #pragma GCC unroll 4
-    for (int j = 0; j < CV; ++j) x[j] = S::load(a + qi * e + f0 + j * S::W);
+    for (int j = 0; j < CV; ++j) x[j] = S::load(a + qi * lda + f0 + j * S::W);
     const T* wq = w + qi * ld;
 #pragma GCC unroll 8
     for (int r = 0; r < RB; ++r) {
@@ -353,27 +391,28 @@ LSF_LS_INLINE void outer_block(T* dst, const T* w, int64_t ld, const T* a, int64
 }
 
 template <typename T, int Bytes, int RB>
-LSF_LS_INLINE void outer_rows(T* dst, const T* w, int64_t ld, const T* a, int64_t nq, int64_t e) {
+LSF_LS_INLINE void outer_rows(T* dst, const T* w, int64_t ld, const T* a, int64_t lda, int64_t nq, int64_t e) {
   constexpr int CV = kBlockVectors<Bytes>;
   constexpr int64_t W = Simd<T, Bytes>::W;
   int64_t f = 0;
-  for (; f + CV * W <= e; f += CV * W) outer_block<T, Bytes, RB, CV>(dst, w, ld, a, nq, e, f);
-  if (CV > 2 && f + 2 * W <= e) outer_block<T, Bytes, RB, 2>(dst, w, ld, a, nq, e, f), f += 2 * W;
-  for (; f + W <= e; f += W) outer_block<T, Bytes, RB, 1>(dst, w, ld, a, nq, e, f);
+  for (; f + CV * W <= e; f += CV * W) outer_block<T, Bytes, RB, CV>(dst, w, ld, a, lda, nq, e, f);
+  if (CV > 2 && f + 2 * W <= e) outer_block<T, Bytes, RB, 2>(dst, w, ld, a, lda, nq, e, f), f += 2 * W;
+  for (; f + W <= e; f += W) outer_block<T, Bytes, RB, 1>(dst, w, ld, a, lda, nq, e, f);
   for (; f < e; ++f)  // features past the last whole vector
     for (int64_t r = 0; r < RB; ++r) {
       T acc = dst[r * e + f];
-      for (int64_t qi = 0; qi < nq; ++qi) acc += w[qi * ld + r] * a[qi * e + f];
+      for (int64_t qi = 0; qi < nq; ++qi) acc += w[qi * ld + r] * a[qi * lda + f];
       dst[r * e + f] = acc;
     }
 }
 
 template <typename T, int Bytes>
-LSF_LS_INLINE void accumulate_outer(T* dst, const T* w, int64_t ld, const T* a, int64_t nq, int64_t m, int64_t e) {
+LSF_LS_INLINE void accumulate_outer(T* dst, const T* w, int64_t ld, const T* a, int64_t lda, int64_t nq, int64_t m,
+                                    int64_t e) {
   constexpr int RB = kBlockRows<Bytes>;
   int64_t i = 0;
-  for (; i + RB <= m; i += RB) outer_rows<T, Bytes, RB>(dst + i * e, w + i, ld, a, nq, e);
-  for (; i < m; ++i) outer_rows<T, Bytes, 1>(dst + i * e, w + i, ld, a, nq, e);
+  for (; i + RB <= m; i += RB) outer_rows<T, Bytes, RB>(dst + i * e, w + i, ld, a, lda, nq, e);
+  for (; i < m; ++i) outer_rows<T, Bytes, 1>(dst + i * e, w + i, ld, a, lda, nq, e);
 }
 
 // The window slots of the segment starting at query t0: validity, rows, transposed columns.
@@ -381,8 +420,8 @@ LSF_LS_INLINE void accumulate_outer(T* dst, const T* w, int64_t ld, const T* a, 
 // this window's first ones, so they are shifted down instead of transposed again (half of the
 // transposing for w = 8, whose span is 2·w).
 template <typename T>
-void load_window(Scratch<T>& sc, const T* kh, const T* vh, const uint8_t* mb, int64_t t0, const Dims& d,
-                 bool values, bool slide) {
+void load_window(Scratch<T>& sc, const T* kh, int64_t ksn, const T* vh, int64_t vsn, const uint8_t* mb, int64_t t0,
+                 const Dims& d, bool values, bool slide) {
   const int64_t start = t0 / d.seg * d.seg - d.ext;
   int64_t u0 = 0;  // first slot to load
   if (slide && d.s > d.seg) {
@@ -406,8 +445,8 @@ void load_window(Scratch<T>& sc, const T* kh, const T* vh, const uint8_t* mb, in
     const int64_t j = start + u;
     const bool ok = j >= 0 && j < d.n && mb[j] != 0;
     sc.valid[size_t(u)] = ok;
-    sc.krow[size_t(d.R + u)] = ok ? kh + j * d.e : sc.zero.data();
-    sc.vrow[size_t(d.R + u)] = ok ? vh + j * d.e : sc.zero.data();
+    sc.krow[size_t(d.R + u)] = ok ? kh + j * ksn : sc.zero.data();
+    sc.vrow[size_t(d.R + u)] = ok ? vh + j * vsn : sc.zero.data();
   }
   transpose_into(sc.kt.data(), sc.ld, d.R + u0, sc.krow.data() + d.R + u0, d.s - u0, d.e);
   if (values) transpose_into(sc.vt.data(), sc.ld, d.R + u0, sc.vrow.data() + d.R + u0, d.s - u0, d.e);
@@ -454,14 +493,14 @@ LSF_LS_INLINE T softmax_row(T* lg, const uint8_t* valid, int64_t R, int64_t s) {
 }
 
 // Softmax and context of the d.seg queries starting at t0 (one segment: one window tile).
-// qs, os [seg × e] query and output rows; lses [seg]; drop_base: dropout index of slot 0 of
-// the first row. Compiled per ISA (the helpers inline into each clone).
+// qs, os [seg × e] query and output rows (row strides lq, lo); lses [seg]; drop_base: dropout
+// index of slot 0 of the first row. Compiled per ISA (the helpers inline into each clone).
 template <typename T, int Bytes>
-LSF_LS_INLINE void forward_segment_body(const Dims& d, Scratch<T>& sc, const T* qs, const T* vb, const T* vh,
-                                     const uint8_t* mb, T* os, T* lses, int64_t t0, uint64_t drop_base,
-                                     const LongShortDropout& drop) {
+LSF_LS_INLINE void forward_segment_body(const Dims& d, Scratch<T>& sc, const T* qs, int64_t lq, const uint8_t* mb,
+                                        T* os, int64_t lo, T* lses, int64_t t0, uint64_t drop_base,
+                                        const LongShortDropout& drop) {
   const int64_t S = d.S(), e = d.e;
-  tile_products<T, Bytes>(sc.lg.data(), qs, sc.kt.data(), d.seg, e, sc.ld);
+  tile_products<T, Bytes>(sc.lg.data(), qs, lq, sc.kt.data(), d.seg, e, sc.ld);
   for (int64_t qi = 0; qi < d.seg; ++qi) {
     T* p = sc.lg.data() + qi * sc.ld;
     lses[qi] = std::numeric_limits<T>::infinity();  // padded query: every p is 0
@@ -476,20 +515,22 @@ LSF_LS_INLINE void forward_segment_body(const Dims& d, Scratch<T>& sc, const T* 
       for (int64_t i = 0; i < S; ++i) p[i] *= sc.f[size_t(i)];
     }
   }
-  combine_rows<T, Bytes>(os, d.seg, sc.lg.data(), sc.ld, sc.vrow.data(), S, e);
+  combine_rows<T, Bytes>(os, lo, d.seg, sc.lg.data(), sc.ld, sc.vrow.data(), S, e);
 }
 
 // Gradients of the d.seg queries starting at t0: dq rows (overwritten, when dqs), dK̄/dV̄
 // partials pk, pv [R × e] and the window band rows bk, bv [s × e] starting at key t0 − ext
-// (accumulated). qs, gs [seg × e] query and dout rows; lses [seg].
+// (accumulated). qs, gs, dqs [seg × e] query, dout and dq rows (row strides lq, lg, ldq);
+// lses [seg].
 template <typename T, int Bytes>
-LSF_LS_INLINE void backward_segment_body(const Dims& d, Scratch<T>& sc, const T* qs, const T* gs, const T* kb,
-                                      const T* kh, const uint8_t* mb, const T* lses, int64_t t0, uint64_t drop_base,
-                                      const LongShortDropout& drop, T* dqs, T* pk, T* pv, T* bk, T* bv) {
+LSF_LS_INLINE void backward_segment_body(const Dims& d, Scratch<T>& sc, const T* qs, int64_t lq, const T* gs,
+                                         int64_t lg, const uint8_t* mb, const T* lses, int64_t t0,
+                                         uint64_t drop_base, const LongShortDropout& drop, T* dqs, int64_t ldq, T* pk,
+                                         T* pv, T* bk, T* bv) {
   const int64_t S = d.S(), e = d.e;
   const bool dropout = drop.threshold != 0 || drop.scale != 1.0;
-  tile_products<T, Bytes>(sc.lg.data(), qs, sc.kt.data(), d.seg, e, sc.ld);  // logits
-  tile_products<T, Bytes>(sc.dp.data(), gs, sc.vt.data(), d.seg, e, sc.ld);  // dout·v
+  tile_products<T, Bytes>(sc.lg.data(), qs, lq, sc.kt.data(), d.seg, e, sc.ld);  // logits
+  tile_products<T, Bytes>(sc.dp.data(), gs, lg, sc.vt.data(), d.seg, e, sc.ld);  // dout·v
   // Per row: p_i = exp(l_i − lse), f_i the dropout factor, dp_i = f_i·(dout·v_i),
   // D = Σ p_i·dp_i; then dlogit_i = p_i·(dp_i − D) (into lg) and pd_i = p_i·f_i (into pd).
   for (int64_t qi = 0; qi < d.seg; ++qi) {
@@ -522,14 +563,14 @@ LSF_LS_INLINE void backward_segment_body(const Dims& d, Scratch<T>& sc, const T*
     for (int64_t i = 0; i < S; ++i) g[i] *= dpr[i] - D;
   }
   if (dqs != nullptr)
-    combine_rows<T, Bytes>(dqs, d.seg, sc.lg.data(), sc.ld, sc.krow.data(), S, e);
+    combine_rows<T, Bytes>(dqs, ldq, d.seg, sc.lg.data(), sc.ld, sc.krow.data(), S, e);
   if (pk != nullptr) {
-    accumulate_outer<T, Bytes>(pk, sc.lg.data(), sc.ld, qs, d.seg, d.R, e);
-    accumulate_outer<T, Bytes>(pv, sc.pd.data(), sc.ld, gs, d.seg, d.R, e);
+    accumulate_outer<T, Bytes>(pk, sc.lg.data(), sc.ld, qs, lq, d.seg, d.R, e);
+    accumulate_outer<T, Bytes>(pv, sc.pd.data(), sc.ld, gs, lg, d.seg, d.R, e);
   }
   if (bk != nullptr) {
-    accumulate_outer<T, Bytes>(bk, sc.lg.data() + d.R, sc.ld, qs, d.seg, d.s, e);
-    accumulate_outer<T, Bytes>(bv, sc.pd.data() + d.R, sc.ld, gs, d.seg, d.s, e);
+    accumulate_outer<T, Bytes>(bk, sc.lg.data() + d.R, sc.ld, qs, lq, d.seg, d.s, e);
+    accumulate_outer<T, Bytes>(bv, sc.pd.data() + d.R, sc.ld, gs, lg, d.seg, d.s, e);
   }
 }
 
@@ -583,14 +624,12 @@ void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const T
                   const Tensor& kbar, const Tensor& vbar, const Tensor& mask, const LongShortGeometry& geo,
                   const LongShortDropout& drop) {
   const Dims d = dims_of(q, kbar, geo);
-  const int64_t S = d.S(), e = d.e, tasks = d.B * d.h * d.nblocks;
-  const T* Q = q.data_ptr<T>();
-  const T* K = k.data_ptr<T>();
-  const T* V = v.data_ptr<T>();
+  const int64_t S = d.S(), e = d.e, blocks = d.B * d.nblocks;
+  const Heads<const T> Q(q), K(k), V(v);
+  const Heads<T> O(out);
   const T* KB = kbar.data_ptr<T>();
   const T* VB = vbar.data_ptr<T>();
   const uint8_t* M = mask.data_ptr<uint8_t>();
-  T* O = out.data_ptr<T>();
   T* LSE = lse.data_ptr<T>();
   const bool parallel = d.B * d.h * d.n * S * std::max<int64_t>(e, 1) >= kParallelGrain;
 #pragma omp parallel if (parallel)
@@ -599,26 +638,28 @@ void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const T
     // Dynamic: blocks of padding cost nothing, so equal counts of blocks are unequal work. Each
     // task writes its own rows, so the result does not depend on which thread ran it.
 #pragma omp for schedule(dynamic)
-    for (int64_t task = 0; task < tasks; ++task) {
-      const int64_t bh = task / d.nblocks, c = task % d.nblocks, b = bh / d.h;
+    for (int64_t block = 0; block < blocks; ++block)
+    for (int64_t h_ = 0; h_ < d.h; ++h_) {
+      const Task t = task_of(block, h_, d);
+      const int64_t bh = t.bh, c = t.c, b = t.b, head = t.head;
       const T* kb = KB + bh * d.R * e;
       const T* vb = VB + bh * d.R * e;
-      const T* kh = K + bh * d.n * e;
-      const T* vh = V + bh * d.n * e;
+      const T* qh = Q.rows(b, head);
+      T* oh = O.rows(b, head);
       const uint8_t* mb = M + b * d.n;
       load_global(sc, kb, vb, d, false);
       bool slide = false;  // the window scratch holds the previous segment's keys
       for (int64_t t0 = c * d.L; t0 < c * d.L + d.rows(c); t0 += d.seg) {
         if (all_padded(mb, t0, d.seg)) {  // only padded queries: zero rows, nothing to compute
-          std::fill(O + (bh * d.n + t0) * e, O + (bh * d.n + t0 + d.seg) * e, T(0));
+          for (int64_t t = t0; t < t0 + d.seg; ++t) std::fill(oh + t * O.sn, oh + t * O.sn + e, T(0));
           std::fill(LSE + bh * d.n + t0, LSE + bh * d.n + t0 + d.seg, std::numeric_limits<T>::infinity());
           slide = false;
           continue;
         }
-        load_window(sc, kh, vh, mb, t0, d, false, slide);
+        load_window(sc, K.rows(b, head), K.sn, V.rows(b, head), V.sn, mb, t0, d, false, slide);
         slide = true;
-        forward_segment<T>(d, sc, Q + (bh * d.n + t0) * e, vb, vh, mb, O + (bh * d.n + t0) * e, LSE + bh * d.n + t0, t0,
-                        uint64_t((bh * d.n + t0) * S), drop);
+        forward_segment<T>(d, sc, qh + t0 * Q.sn, Q.sn, mb, oh + t0 * O.sn, O.sn, LSE + bh * d.n + t0, t0,
+                           uint64_t((bh * d.n + t0) * S), drop);
       }
     }
   }
@@ -630,25 +671,21 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
                    const Tensor& kbar, const Tensor& vbar, const Tensor& mask, const LongShortGeometry& geo,
                    const LongShortDropout& drop) {
   const Dims d = dims_of(q, kbar, geo);
-  const int64_t S = d.S(), e = d.e, BH = d.B * d.h, nb = d.nblocks, tasks = BH * nb;
+  const int64_t S = d.S(), e = d.e, BH = d.B * d.h, nb = d.nblocks, tasks = BH * nb, blocks = d.B * nb;
   const int64_t ext2 = 2 * d.ext, band = d.L + ext2;
   const bool want_q = dq.defined(), want_kv = dk.defined() || dv.defined();
   const bool want_bar = dkbar.defined() || dvbar.defined();
-  const T* Q = q.data_ptr<T>();
-  const T* K = k.data_ptr<T>();
-  const T* V = v.data_ptr<T>();
+  const Heads<const T> Q(q), K(k), V(v), DO(dout);
   const T* KB = kbar.data_ptr<T>();
   const T* VB = vbar.data_ptr<T>();
-  const T* DO = dout.data_ptr<T>();
   const T* LSE = lse.data_ptr<T>();
   const uint8_t* M = mask.data_ptr<uint8_t>();
-  T* DQ = want_q ? dq.data_ptr<T>() : nullptr;
+  const Heads<T> DQ(dq);
   // Window gradients go to dk/dv when asked for, else to scratch that is dropped.
   std::vector<T> scratch_k, scratch_v;
-  T* DK = dk.defined() ? dk.data_ptr<T>() : nullptr;
-  T* DV = dv.defined() ? dv.data_ptr<T>() : nullptr;
-  if (want_kv && DK == nullptr) scratch_k.assign(size_t(BH * d.n * e), T(0)), DK = scratch_k.data();
-  if (want_kv && DV == nullptr) scratch_v.assign(size_t(BH * d.n * e), T(0)), DV = scratch_v.data();
+  Heads<T> DK(dk), DV(dv);
+  if (want_kv && DK.p == nullptr) scratch_k.assign(size_t(BH * d.n * e), T(0)), DK = Heads<T>(scratch_k.data(), d.h, d.n, e);
+  if (want_kv && DV.p == nullptr) scratch_v.assign(size_t(BH * d.n * e), T(0)), DV = Heads<T>(scratch_v.data(), d.h, d.n, e);
   // Edge rows of each block's band ([0, 2ext) left, then [Lc, Lc + 2ext) right), and the
   // per-block partial sums of dK̄/dV̄.
   std::vector<T> edge_k(want_kv ? size_t(tasks * 2 * ext2 * e) : 0), edge_v(edge_k.size());
@@ -660,13 +697,16 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
     Scratch<T> sc(d);
     std::vector<T> band_k(want_kv ? size_t(band * e) : 0), band_v(band_k.size());
 #pragma omp for schedule(dynamic)  // as in the forward: each task writes its own partials
-    for (int64_t task = 0; task < tasks; ++task) {
-      const int64_t bh = task / nb, c = task % nb, b = bh / d.h, Lc = d.rows(c);
+    for (int64_t block = 0; block < blocks; ++block)
+    for (int64_t h_ = 0; h_ < d.h; ++h_) {
+      const Task t = task_of(block, h_, d);
+      const int64_t bh = t.bh, c = t.c, b = t.b, head = t.head, task = t.index, Lc = d.rows(c);
       const int64_t band0 = c * d.L - d.ext;  // key index of band row 0
       const T* kb = KB + bh * d.R * e;
       const T* vb = VB + bh * d.R * e;
-      const T* kh = K + bh * d.n * e;
-      const T* vh = V + bh * d.n * e;
+      const T* qh = Q.rows(b, head);
+      const T* gh = DO.rows(b, head);
+      T* dqh = want_q ? DQ.rows(b, head) : nullptr;
       const uint8_t* mb = M + b * d.n;
       T* pk = want_bar ? bar_k.data() + task * d.R * e : nullptr;
       T* pv = want_bar ? bar_v.data() + task * d.R * e : nullptr;
@@ -682,16 +722,17 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
       bool slide = false;
       for (int64_t t0 = c * d.L; t0 < c * d.L + Lc; t0 += d.seg) {
         if (all_padded(mb, t0, d.seg)) {  // padded queries (p = 0) send no gradient anywhere
-          if (want_q) std::fill(DQ + (bh * d.n + t0) * e, DQ + (bh * d.n + t0 + d.seg) * e, T(0));
+          if (want_q)
+            for (int64_t t = t0; t < t0 + d.seg; ++t) std::fill(dqh + t * DQ.sn, dqh + t * DQ.sn + e, T(0));
           slide = false;
           continue;
         }
-        load_window(sc, kh, vh, mb, t0, d, true, slide);
+        load_window(sc, K.rows(b, head), K.sn, V.rows(b, head), V.sn, mb, t0, d, true, slide);
         slide = true;
-        backward_segment<T>(d, sc, Q + (bh * d.n + t0) * e, DO + (bh * d.n + t0) * e, kb, kh, mb, LSE + bh * d.n + t0, t0,
-                         uint64_t((bh * d.n + t0) * S), drop, want_q ? DQ + (bh * d.n + t0) * e : nullptr, pk, pv,
-                         want_kv ? band_k.data() + (t0 - d.ext - band0) * e : nullptr,
-                         want_kv ? band_v.data() + (t0 - d.ext - band0) * e : nullptr);
+        backward_segment<T>(d, sc, qh + t0 * Q.sn, Q.sn, gh + t0 * DO.sn, DO.sn, mb, LSE + bh * d.n + t0, t0,
+                            uint64_t((bh * d.n + t0) * S), drop, want_q ? dqh + t0 * DQ.sn : nullptr, DQ.sn, pk, pv,
+                            want_kv ? band_k.data() + (t0 - d.ext - band0) * e : nullptr,
+                            want_kv ? band_v.data() + (t0 - d.ext - band0) * e : nullptr);
       }
       if (want_kv) {
         // Interior rows belong to this block alone; edge rows are merged in the second pass.
@@ -705,7 +746,7 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
           } else if (r >= Lc) {
             dst_k = ek + (ext2 + r - Lc) * e, dst_v = ev + (ext2 + r - Lc) * e;
           } else {
-            dst_k = DK + (bh * d.n + j) * e, dst_v = DV + (bh * d.n + j) * e;
+            dst_k = DK.rows(b, head) + j * DK.sn, dst_v = DV.rows(b, head) + j * DV.sn;
           }
           std::copy(band_k.data() + r * e, band_k.data() + (r + 1) * e, dst_k);
           std::copy(band_v.data() + r * e, band_v.data() + (r + 1) * e, dst_v);
@@ -719,8 +760,8 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
       for (int64_t row = 0; row < BH * d.n; ++row) {
         const int64_t bh = row / d.n, j = row % d.n, home = j / d.L;
         if (j >= home * d.L + ext2 - d.ext && j < home * d.L + d.rows(home) - d.ext) continue;  // interior
-        T* dkj = DK + row * e;
-        T* dvj = DV + row * e;
+        T* dkj = DK.rows(bh / d.h, bh % d.h) + j * DK.sn;
+        T* dvj = DV.rows(bh / d.h, bh % d.h) + j * DV.sn;
         std::fill(dkj, dkj + e, T(0));
         std::fill(dvj, dvj + e, T(0));
         for (int64_t c = std::max<int64_t>(home - 1, 0); c <= std::min(home + 1, nb - 1); ++c) {

@@ -25,8 +25,10 @@ struct LongShortDropout {
 };
 
 // out [B, h, n, e] (overwritten), lse [B, h, n] (log-sum-exp of each row's logits; overwritten);
-// q, k, v [B, h, n, e], kbar, vbar [B, h, R, e] (R may be 0), mask [B, n] u8 (1 = real token;
-// every tensor contiguous and of one float dtype except the mask).
+// q, k, v [B, h, n, e], kbar, vbar [B, h, R, e] (R may be 0), mask [B, n] u8 (1 = real token),
+// all of one float dtype except the mask. q, k, v, out (and the backward's dout, dq, dk, dv) may
+// have any strides with a unit stride along e (token-major views such as split_heads(X W));
+// lse, kbar, vbar, their gradients and the mask are contiguous.
 LSF_DECLARE_KERNEL(long_short_forward_kernel,
                    void(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                         const Tensor& kbar, const Tensor& vbar, const Tensor& mask, LongShortGeometry geo,
