@@ -154,18 +154,21 @@ TEST_CASE("gradient sums never write into a gradient someone else holds", "[auto
   test::check_equal<double>(x.grad(), {2}, {11, 22});
 }
 
+namespace {
+// copy_kernel calls of one backward, counted by the profiler.
+int64_t copies_in_backward(const Tensor& loss) {
+  profiler::enable();
+  profiler::reset();
+  loss.backward();
+  profiler::disable();
+  int64_t copies = 0;
+  for (const profiler::OpStat& op : profiler::snapshot().ops)
+    if (op.name == "copy_kernel") copies += op.calls;
+  return copies;
+}
+}  // namespace
+
 TEST_CASE("a gradient nobody else holds is summed in place, without a copy", "[autograd]") {
-  // copy_kernel calls of one backward, counted by the profiler.
-  auto copies_in_backward = [](const Tensor& loss) {
-    profiler::enable();
-    profiler::reset();
-    loss.backward();
-    profiler::disable();
-    int64_t copies = 0;
-    for (const profiler::OpStat& op : profiler::snapshot().ops)
-      if (op.name == "copy_kernel") copies += op.calls;
-    return copies;
-  };
   Tensor x = tensor(std::vector<double>{1, 2, 3}).requires_grad_(true);
   Tensor y = mul(x, 2.0);
   // y's slot gets two fresh gradients (from mul's backward): the sum adds into the first, so the
@@ -202,16 +205,6 @@ TEST_CASE("a gradient in a permuted dense layout is summed in place, a leaf's .g
       outs.push_back(out);
     }
     return add(sum(outs[0]), sum(outs[1]));
-  };
-  auto copies_in_backward = [](const Tensor& loss) {
-    profiler::enable();
-    profiler::reset();
-    loss.backward();
-    profiler::disable();
-    int64_t copies = 0;
-    for (const profiler::OpStat& op : profiler::snapshot().ops)
-      if (op.name == "copy_kernel") copies += op.calls;
-    return copies;
   };
   int64_t copies[2];
   for (bool column_major : {false, true}) {

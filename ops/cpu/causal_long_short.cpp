@@ -54,6 +54,7 @@
 #include "lsformer/ops/cpu/loops.h"
 #include "lsformer/ops/cpu/rowwise.h"
 #include "lsformer/ops/cpu/skinny_gemm.h"
+#include "lsformer/ops/cpu/strided_rows.h"
 #include "lsformer/ops/kernels/causal_long_short.h"
 
 namespace lsf::cpu {
@@ -86,24 +87,6 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a
     }
   }
 }
-
-// One input as per-(batch, head) matrices: element (b, head, row, f) at
-// p[b·sb + head·sh + row·sl + f] (the feature axis is contiguous; the op guarantees it).
-template <typename T>
-struct Rows {
-  T* p = nullptr;
-  int64_t sb = 0, sh = 0, sl = 0;
-  Rows() = default;
-  // A [B, h, L, e] tensor, or (head_only) an [h, L, e] table, or an [h, e] bias (sl unused).
-  explicit Rows(const Tensor& t) : p(t.defined() ? static_cast<T*>(t.raw_data()) : nullptr) {
-    if (!t.defined()) return;
-    const int64_t nd = t.dim();
-    sl = nd >= 3 ? t.strides()[size_t(nd - 2)] : 0;
-    sh = t.strides()[size_t(nd >= 3 ? nd - 3 : 0)];
-    sb = nd == 4 ? t.strides()[0] : 0;
-  }
-  T* at(int64_t b, int64_t head) const { return p + b * sb + head * sh; }
-};
 
 // The op's sizes and inputs.
 template <typename T>

@@ -1,7 +1,7 @@
 // CPU kernels of the fused bidirectional long-short attention (see ops/long_short.h).
 //
 // Layout. q, k, v, out, dout, dq, dk, dv are read and written through their strides (the feature
-// axis contiguous, see Heads below); K̄, V̄, their gradients, lse and the mask are contiguous.
+// axis contiguous, ops/cpu/strided_rows.h); K̄, V̄, their gradients, lse and the mask are contiguous.
 //
 // Work split. Queries are cut into blocks of L tokens (whole segments of w, L ≥ 2·ext); a task
 // is one (batch·head, block). All queries of a block read the keys of one band
@@ -38,6 +38,7 @@
 
 #include "lsformer/ops/cpu/rowwise.h"
 #include "lsformer/ops/cpu/simd.h"
+#include "lsformer/ops/cpu/strided_rows.h"
 #include "lsformer/ops/long_short.h"
 #include "lsformer/ops/kernels/long_short.h"
 
@@ -70,22 +71,6 @@ Dims dims_of(const Tensor& q, const Tensor& kbar, const LongShortGeometry& geo) 
   return d;
 }
 
-// A [B, h, n, e] operand (q, k, v, out, dout and their gradients) read or written through its
-// strides, the feature axis contiguous: the op passes views such as split_heads(X W), whose
-// memory is token-major [B, n, h, e], without copying them. Row t of (b, head) is at
-// rows(b, head) + t·sn.
-template <typename T>
-struct Heads {
-  T* p = nullptr;
-  int64_t sb = 0, sh = 0, sn = 0;
-  Heads() = default;
-  explicit Heads(const Tensor& t) : p(t.defined() ? static_cast<T*>(t.raw_data()) : nullptr) {
-    if (t.defined()) sb = t.stride(0), sh = t.stride(1), sn = t.stride(2);
-  }
-  Heads(T* data, int64_t h, int64_t n, int64_t e) : p(data), sb(h * n * e), sh(n * e), sn(e) {}  // contiguous
-  T* rows(int64_t b, int64_t head) const { return p + b * sb + head * sh; }
-};
-
 // A task: query block c of (batch b, head). One thread runs the tasks of a block (b, c) for
 // every head back to back: with token-major operands the heads of a token lie side by side,
 // and the prefetcher brings the other heads' rows in with a task's own (one task per thread
@@ -100,6 +85,9 @@ inline Task task_of(int64_t block, int64_t head, const Dims& d) {
 }
 
 #define LSF_LS_INLINE [[gnu::always_inline]] inline
+// On a lambda: inlined into its caller, so that it is compiled for the caller's ISA level (a
+// lambda does not inherit a [[gnu::target]] of the function that defines it).
+#define LSF_LS_LAMBDA __attribute__((always_inline))
 
 template <typename T>
 LSF_LS_INLINE T dot(const T* a, const T* b, int64_t e) {
@@ -263,39 +251,59 @@ inline constexpr int kBlockRows = Bytes == 64 ? 8 : 4;
 template <int Bytes>
 inline constexpr int kBlockVectors = Bytes == 16 ? 2 : 3;
 
-// out [nq × ld] = a [nq × e] (row stride lda) · bt [e × ld]: the logits (a = queries, bt =
-// keysᵀ) or the value products (a = dout, bt = valuesᵀ) of one segment; ld is a multiple of the
-// vector width.
-template <typename T, int Bytes, int RB, int CV>
-LSF_LS_INLINE void products_block(T* out, const T* a, int64_t lda, const T* bt, int64_t e, int64_t ld, int64_t c0) {
+// acc[r][j] += Σ_k scalar(r, k) · vectors(k)[j·W …] for k = 0 … steps − 1 in order: the one
+// micro-kernel of the three products (each passes how it finds row r's scalar and the vectors
+// of step k).
+template <typename T, int Bytes, int RB, int CV, typename Scalar, typename Vectors>
+LSF_LS_INLINE void fma_block(typename Simd<T, Bytes>::V (&acc)[RB][CV], int64_t steps, Scalar scalar,
+                             Vectors vectors) {
   using S = Simd<T, Bytes>;
-  using V = typename S::V;
-  V acc[RB][CV] = {};
-  for (int64_t f = 0; f < e; ++f) {
-    V b[CV];
+  for (int64_t k = 0; k < steps; ++k) {
+    typename S::V x[CV];
+    const T* row = vectors(k);
 #pragma GCC unroll 4
-    for (int j = 0; j < CV; ++j) b[j] = S::load(bt + f * ld + c0 + j * S::W);
+    for (int j = 0; j < CV; ++j) x[j] = S::load(row + j * S::W);
 #pragma GCC unroll 8
     for (int r = 0; r < RB; ++r) {
-      const T x = a[r * lda + f];
+      const T p = scalar(r, k);
 #pragma GCC unroll 4
-      for (int j = 0; j < CV; ++j) acc[r][j] += x * b[j];
+      for (int j = 0; j < CV; ++j) acc[r][j] += p * x[j];
     }
   }
-#pragma GCC unroll 8
-  for (int r = 0; r < RB; ++r)
-#pragma GCC unroll 4
-    for (int j = 0; j < CV; ++j) S::store(out + r * ld + c0 + j * S::W, acc[r][j]);
 }
 
-template <typename T, int Bytes, int RB>
-LSF_LS_INLINE void products_rows(T* out, const T* a, int64_t lda, const T* bt, int64_t e, int64_t ld) {
+// Calls block.template operator()<CV>(offset) over [0, n) in blocks of 3 (or 2), then 2, then 1
+// vectors; returns where the whole vectors end (the caller finishes the scalar tail).
+template <typename T, int Bytes, typename Block>
+LSF_LS_INLINE int64_t vector_blocks(int64_t n, Block&& block) {
   constexpr int CV = kBlockVectors<Bytes>;
   constexpr int64_t W = Simd<T, Bytes>::W;
   int64_t c = 0;
-  for (; c + CV * W <= ld; c += CV * W) products_block<T, Bytes, RB, CV>(out, a, lda, bt, e, ld, c);
-  if (CV > 2 && c + 2 * W <= ld) products_block<T, Bytes, RB, 2>(out, a, lda, bt, e, ld, c), c += 2 * W;
-  for (; c < ld; c += W) products_block<T, Bytes, RB, 1>(out, a, lda, bt, e, ld, c);
+  for (; c + CV * W <= n; c += CV * W) block.template operator()<CV>(c);
+  if (CV > 2 && c + 2 * W <= n) block.template operator()<2>(c), c += 2 * W;
+  for (; c + W <= n; c += W) block.template operator()<1>(c);
+  return c;
+}
+
+template <typename T, int Bytes, int RB, int CV>
+LSF_LS_INLINE void store_block(T* out, int64_t ld, const typename Simd<T, Bytes>::V (&acc)[RB][CV]) {
+#pragma GCC unroll 8
+  for (int r = 0; r < RB; ++r)
+#pragma GCC unroll 4
+    for (int j = 0; j < CV; ++j) Simd<T, Bytes>::store(out + r * ld + j * Simd<T, Bytes>::W, acc[r][j]);
+}
+
+// out [nq × ld] = a [nq × e] (row stride lda) · bt [e × ld]: the logits (a = queries, bt =
+// keysᵀ) or the value products (a = dout, bt = valuesᵀ) of one segment; ld is a multiple of the
+// vector width.
+template <typename T, int Bytes, int RB>
+LSF_LS_INLINE void products_rows(T* out, const T* a, int64_t lda, const T* bt, int64_t e, int64_t ld) {
+  vector_blocks<T, Bytes>(ld, [&]<int CV>(int64_t c0) LSF_LS_LAMBDA {
+    typename Simd<T, Bytes>::V acc[RB][CV] = {};
+    fma_block<T, Bytes, RB, CV>(
+        acc, e, [&](int r, int64_t f) LSF_LS_LAMBDA { return a[r * lda + f]; }, [&](int64_t f) LSF_LS_LAMBDA { return bt + f * ld + c0; });
+    store_block<T, Bytes, RB, CV>(out + c0, ld, acc);
+  });
 }
 
 template <typename T, int Bytes>
@@ -309,43 +317,20 @@ LSF_LS_INLINE void tile_products(T* out, const T* a, int64_t lda, const T* bt, i
 // out [nq × e] (row stride ldo) = w [nq × ld] · rows (m rows of e; overwrites): the
 // probability-weighted row sums of a segment's queries. Block: RB queries × CV feature vectors,
 // the sum over i in order.
-template <typename T, int Bytes, int RB, int CV>
-LSF_LS_INLINE void combine_block(T* out, int64_t ldo, const T* w, int64_t ld, const T* const* rows, int64_t m,
-                                 int64_t f0) {
-  using S = Simd<T, Bytes>;
-  using V = typename S::V;
-  V acc[RB][CV] = {};
-  for (int64_t i = 0; i < m; ++i) {
-    V x[CV];
-#pragma GCC unroll 4
-    for (int j = 0; j < CV; ++j) x[j] = S::load(rows[i] + f0 + j * S::W);
-#pragma GCC unroll 8
-    for (int r = 0; r < RB; ++r) {
-      const T p = w[r * ld + i];
-#pragma GCC unroll 4
-      for (int j = 0; j < CV; ++j) acc[r][j] += p * x[j];
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < RB; ++r)
-#pragma GCC unroll 4
-    for (int j = 0; j < CV; ++j) S::store(out + r * ldo + f0 + j * S::W, acc[r][j]);
-}
-
 template <typename T, int Bytes, int RB>
 LSF_LS_INLINE void combine_query_rows(T* out, int64_t ldo, const T* w, int64_t ld, const T* const* rows, int64_t m,
                                       int64_t e) {
-  constexpr int CV = kBlockVectors<Bytes>;
-  constexpr int64_t W = Simd<T, Bytes>::W;
-  int64_t f = 0;
-  for (; f + CV * W <= e; f += CV * W) combine_block<T, Bytes, RB, CV>(out, ldo, w, ld, rows, m, f);
-  if (CV > 2 && f + 2 * W <= e) combine_block<T, Bytes, RB, 2>(out, ldo, w, ld, rows, m, f), f += 2 * W;
-  for (; f + W <= e; f += W) combine_block<T, Bytes, RB, 1>(out, ldo, w, ld, rows, m, f);
-  for (; f < e; ++f)  // features past the last whole vector
+  const int64_t f = vector_blocks<T, Bytes>(e, [&]<int CV>(int64_t f0) LSF_LS_LAMBDA {
+    typename Simd<T, Bytes>::V acc[RB][CV] = {};
+    fma_block<T, Bytes, RB, CV>(
+        acc, m, [&](int r, int64_t i) LSF_LS_LAMBDA { return w[r * ld + i]; }, [&](int64_t i) LSF_LS_LAMBDA { return rows[i] + f0; });
+    store_block<T, Bytes, RB, CV>(out + f0, ldo, acc);
+  });
+  for (int64_t g = f; g < e; ++g)  // features past the last whole vector
     for (int64_t r = 0; r < RB; ++r) {
       T acc = 0;
-      for (int64_t i = 0; i < m; ++i) acc += w[r * ld + i] * rows[i][f];
-      out[r * ldo + f] = acc;
+      for (int64_t i = 0; i < m; ++i) acc += w[r * ld + i] * rows[i][g];
+      out[r * ldo + g] = acc;
     }
 }
 
@@ -362,47 +347,24 @@ LSF_LS_INLINE void combine_rows(T* out, int64_t ldo, int64_t nq, const T* w, int
 // dst [m × e] += Σ_qi w[qi·ld + i]·a_qi over the nq rows (row stride lda) of a segment
 // (accumulates). Block: RB destination rows × CV feature vectors, each element adding its terms
 // in qi order onto dst.
-template <typename T, int Bytes, int RB, int CV>
-LSF_LS_INLINE void outer_block(T* dst, const T* w, int64_t ld, const T* a, int64_t lda, int64_t nq, int64_t e,
-                               int64_t f0) {
-  using S = Simd<T, Bytes>;
-  using V = typename S::V;
-  V acc[RB][CV];
-#pragma GCC unroll 8
-  for (int r = 0; r < RB; ++r)
-#pragma GCC unroll 4
-    for (int j = 0; j < CV; ++j) acc[r][j] = S::load(dst + r * e + f0 + j * S::W);
-  for (int64_t qi = 0; qi < nq; ++qi) {
-    V x[CV];
-#pragma GCC unroll 4
-    for (int j = 0; j < CV; ++j) x[j] = S::load(a + qi * lda + f0 + j * S::W);
-    const T* wq = w + qi * ld;
-#pragma GCC unroll 8
-    for (int r = 0; r < RB; ++r) {
-      const T p = wq[r];
-#pragma GCC unroll 4
-      for (int j = 0; j < CV; ++j) acc[r][j] += p * x[j];
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < RB; ++r)
-#pragma GCC unroll 4
-    for (int j = 0; j < CV; ++j) S::store(dst + r * e + f0 + j * S::W, acc[r][j]);
-}
-
 template <typename T, int Bytes, int RB>
 LSF_LS_INLINE void outer_rows(T* dst, const T* w, int64_t ld, const T* a, int64_t lda, int64_t nq, int64_t e) {
-  constexpr int CV = kBlockVectors<Bytes>;
-  constexpr int64_t W = Simd<T, Bytes>::W;
-  int64_t f = 0;
-  for (; f + CV * W <= e; f += CV * W) outer_block<T, Bytes, RB, CV>(dst, w, ld, a, lda, nq, e, f);
-  if (CV > 2 && f + 2 * W <= e) outer_block<T, Bytes, RB, 2>(dst, w, ld, a, lda, nq, e, f), f += 2 * W;
-  for (; f + W <= e; f += W) outer_block<T, Bytes, RB, 1>(dst, w, ld, a, lda, nq, e, f);
-  for (; f < e; ++f)  // features past the last whole vector
+  using S = Simd<T, Bytes>;
+  const int64_t f = vector_blocks<T, Bytes>(e, [&]<int CV>(int64_t f0) LSF_LS_LAMBDA {
+    typename S::V acc[RB][CV];
+#pragma GCC unroll 8
+    for (int r = 0; r < RB; ++r)
+#pragma GCC unroll 4
+      for (int j = 0; j < CV; ++j) acc[r][j] = S::load(dst + r * e + f0 + j * S::W);
+    fma_block<T, Bytes, RB, CV>(
+        acc, nq, [&](int r, int64_t qi) LSF_LS_LAMBDA { return w[qi * ld + r]; }, [&](int64_t qi) LSF_LS_LAMBDA { return a + qi * lda + f0; });
+    store_block<T, Bytes, RB, CV>(dst + f0, e, acc);
+  });
+  for (int64_t g = f; g < e; ++g)  // features past the last whole vector
     for (int64_t r = 0; r < RB; ++r) {
-      T acc = dst[r * e + f];
-      for (int64_t qi = 0; qi < nq; ++qi) acc += w[qi * ld + r] * a[qi * lda + f];
-      dst[r * e + f] = acc;
+      T acc = dst[r * e + g];
+      for (int64_t qi = 0; qi < nq; ++qi) acc += w[qi * ld + r] * a[qi * lda + g];
+      dst[r * e + g] = acc;
     }
 }
 
@@ -625,8 +587,8 @@ void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const T
                   const LongShortDropout& drop) {
   const Dims d = dims_of(q, kbar, geo);
   const int64_t S = d.S(), e = d.e, blocks = d.B * d.nblocks;
-  const Heads<const T> Q(q), K(k), V(v);
-  const Heads<T> O(out);
+  const Rows<const T> Q(q), K(k), V(v);
+  const Rows<T> O(out);
   const T* KB = kbar.data_ptr<T>();
   const T* VB = vbar.data_ptr<T>();
   const uint8_t* M = mask.data_ptr<uint8_t>();
@@ -644,21 +606,21 @@ void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const T
       const int64_t bh = t.bh, c = t.c, b = t.b, head = t.head;
       const T* kb = KB + bh * d.R * e;
       const T* vb = VB + bh * d.R * e;
-      const T* qh = Q.rows(b, head);
-      T* oh = O.rows(b, head);
+      const T* qh = Q.at(b, head);
+      T* oh = O.at(b, head);
       const uint8_t* mb = M + b * d.n;
       load_global(sc, kb, vb, d, false);
       bool slide = false;  // the window scratch holds the previous segment's keys
       for (int64_t t0 = c * d.L; t0 < c * d.L + d.rows(c); t0 += d.seg) {
         if (all_padded(mb, t0, d.seg)) {  // only padded queries: zero rows, nothing to compute
-          for (int64_t t = t0; t < t0 + d.seg; ++t) std::fill(oh + t * O.sn, oh + t * O.sn + e, T(0));
+          for (int64_t t = t0; t < t0 + d.seg; ++t) std::fill(oh + t * O.sl, oh + t * O.sl + e, T(0));
           std::fill(LSE + bh * d.n + t0, LSE + bh * d.n + t0 + d.seg, std::numeric_limits<T>::infinity());
           slide = false;
           continue;
         }
-        load_window(sc, K.rows(b, head), K.sn, V.rows(b, head), V.sn, mb, t0, d, false, slide);
+        load_window(sc, K.at(b, head), K.sl, V.at(b, head), V.sl, mb, t0, d, false, slide);
         slide = true;
-        forward_segment<T>(d, sc, qh + t0 * Q.sn, Q.sn, mb, oh + t0 * O.sn, O.sn, LSE + bh * d.n + t0, t0,
+        forward_segment<T>(d, sc, qh + t0 * Q.sl, Q.sl, mb, oh + t0 * O.sl, O.sl, LSE + bh * d.n + t0, t0,
                            uint64_t((bh * d.n + t0) * S), drop);
       }
     }
@@ -675,17 +637,17 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
   const int64_t ext2 = 2 * d.ext, band = d.L + ext2;
   const bool want_q = dq.defined(), want_kv = dk.defined() || dv.defined();
   const bool want_bar = dkbar.defined() || dvbar.defined();
-  const Heads<const T> Q(q), K(k), V(v), DO(dout);
+  const Rows<const T> Q(q), K(k), V(v), DO(dout);
   const T* KB = kbar.data_ptr<T>();
   const T* VB = vbar.data_ptr<T>();
   const T* LSE = lse.data_ptr<T>();
   const uint8_t* M = mask.data_ptr<uint8_t>();
-  const Heads<T> DQ(dq);
+  const Rows<T> DQ(dq);
   // Window gradients go to dk/dv when asked for, else to scratch that is dropped.
   std::vector<T> scratch_k, scratch_v;
-  Heads<T> DK(dk), DV(dv);
-  if (want_kv && DK.p == nullptr) scratch_k.assign(size_t(BH * d.n * e), T(0)), DK = Heads<T>(scratch_k.data(), d.h, d.n, e);
-  if (want_kv && DV.p == nullptr) scratch_v.assign(size_t(BH * d.n * e), T(0)), DV = Heads<T>(scratch_v.data(), d.h, d.n, e);
+  Rows<T> DK(dk), DV(dv);
+  if (want_kv && DK.p == nullptr) scratch_k.assign(size_t(BH * d.n * e), T(0)), DK = Rows<T>::contiguous(scratch_k.data(), d.h, d.n, e);
+  if (want_kv && DV.p == nullptr) scratch_v.assign(size_t(BH * d.n * e), T(0)), DV = Rows<T>::contiguous(scratch_v.data(), d.h, d.n, e);
   // Edge rows of each block's band ([0, 2ext) left, then [Lc, Lc + 2ext) right), and the
   // per-block partial sums of dK̄/dV̄.
   std::vector<T> edge_k(want_kv ? size_t(tasks * 2 * ext2 * e) : 0), edge_v(edge_k.size());
@@ -704,9 +666,9 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
       const int64_t band0 = c * d.L - d.ext;  // key index of band row 0
       const T* kb = KB + bh * d.R * e;
       const T* vb = VB + bh * d.R * e;
-      const T* qh = Q.rows(b, head);
-      const T* gh = DO.rows(b, head);
-      T* dqh = want_q ? DQ.rows(b, head) : nullptr;
+      const T* qh = Q.at(b, head);
+      const T* gh = DO.at(b, head);
+      T* dqh = want_q ? DQ.at(b, head) : nullptr;
       const uint8_t* mb = M + b * d.n;
       T* pk = want_bar ? bar_k.data() + task * d.R * e : nullptr;
       T* pv = want_bar ? bar_v.data() + task * d.R * e : nullptr;
@@ -723,14 +685,14 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
       for (int64_t t0 = c * d.L; t0 < c * d.L + Lc; t0 += d.seg) {
         if (all_padded(mb, t0, d.seg)) {  // padded queries (p = 0) send no gradient anywhere
           if (want_q)
-            for (int64_t t = t0; t < t0 + d.seg; ++t) std::fill(dqh + t * DQ.sn, dqh + t * DQ.sn + e, T(0));
+            for (int64_t t = t0; t < t0 + d.seg; ++t) std::fill(dqh + t * DQ.sl, dqh + t * DQ.sl + e, T(0));
           slide = false;
           continue;
         }
-        load_window(sc, K.rows(b, head), K.sn, V.rows(b, head), V.sn, mb, t0, d, true, slide);
+        load_window(sc, K.at(b, head), K.sl, V.at(b, head), V.sl, mb, t0, d, true, slide);
         slide = true;
-        backward_segment<T>(d, sc, qh + t0 * Q.sn, Q.sn, gh + t0 * DO.sn, DO.sn, mb, LSE + bh * d.n + t0, t0,
-                            uint64_t((bh * d.n + t0) * S), drop, want_q ? dqh + t0 * DQ.sn : nullptr, DQ.sn, pk, pv,
+        backward_segment<T>(d, sc, qh + t0 * Q.sl, Q.sl, gh + t0 * DO.sl, DO.sl, mb, LSE + bh * d.n + t0, t0,
+                            uint64_t((bh * d.n + t0) * S), drop, want_q ? dqh + t0 * DQ.sl : nullptr, DQ.sl, pk, pv,
                             want_kv ? band_k.data() + (t0 - d.ext - band0) * e : nullptr,
                             want_kv ? band_v.data() + (t0 - d.ext - band0) * e : nullptr);
       }
@@ -746,7 +708,7 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
           } else if (r >= Lc) {
             dst_k = ek + (ext2 + r - Lc) * e, dst_v = ev + (ext2 + r - Lc) * e;
           } else {
-            dst_k = DK.rows(b, head) + j * DK.sn, dst_v = DV.rows(b, head) + j * DV.sn;
+            dst_k = DK.at(b, head) + j * DK.sl, dst_v = DV.at(b, head) + j * DV.sl;
           }
           std::copy(band_k.data() + r * e, band_k.data() + (r + 1) * e, dst_k);
           std::copy(band_v.data() + r * e, band_v.data() + (r + 1) * e, dst_v);
@@ -760,8 +722,8 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
       for (int64_t row = 0; row < BH * d.n; ++row) {
         const int64_t bh = row / d.n, j = row % d.n, home = j / d.L;
         if (j >= home * d.L + ext2 - d.ext && j < home * d.L + d.rows(home) - d.ext) continue;  // interior
-        T* dkj = DK.rows(bh / d.h, bh % d.h) + j * DK.sn;
-        T* dvj = DV.rows(bh / d.h, bh % d.h) + j * DV.sn;
+        T* dkj = DK.at(bh / d.h, bh % d.h) + j * DK.sl;
+        T* dvj = DV.at(bh / d.h, bh % d.h) + j * DV.sl;
         std::fill(dkj, dkj + e, T(0));
         std::fill(dvj, dvj + e, T(0));
         for (int64_t c = std::max<int64_t>(home - 1, 0); c <= std::min(home + 1, nb - 1); ++c) {
