@@ -37,7 +37,10 @@ struct LongShortAttentionOptions {
 
 // q [B, h, n, e] (already scaled by e^{-1/2}), k, v [B, h, n, e] (LN_L-normalised),
 // kbar, vbar [B, h, R, e] or undefined (R = 0), mask [B, n] bool or undefined (all real)
-// → context [B, h, n, e]. Differentiable in q, k, v, kbar, vbar.
+// → context [B, h, n, e]. Differentiable in q, k, v, kbar, vbar. q, k, v of any layout with a
+// unit stride along e (head-split views of [B, n, h·e] tensors) are read in place; the context
+// comes back in q's memory order and the gradients of q, k, v in theirs, so merging the heads
+// of such a view is free in both directions.
 Tensor long_short_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& kbar,
                             const Tensor& vbar, const Tensor& mask, const LongShortAttentionOptions& options);
 
