@@ -118,14 +118,15 @@ Tensor empty_in_layout(const Shape& shape, const Strides& strides, const TensorO
     if (strides[d] != expected) return empty(shape, options);  // not dense: plain row-major
     expected *= shape[d];
   }
+  // A row-major block of the dims in that order, viewed back in the caller's dim order (an
+  // engine view: no autograd, and nothing from ops/view.cpp, so the parsers' fuzz build, which
+  // compiles this file without the ops, links).
   Shape stored(n);
-  std::vector<int64_t> back(n);
-  for (int64_t i = 0; i < n; ++i) {
-    stored[i] = shape[order[i]];
-    back[order[i]] = i;
-  }
-  NoGradGuard no_grad;
-  return empty(stored, options).permute(back);
+  for (int64_t i = 0; i < n; ++i) stored[i] = shape[order[i]];
+  const Strides packed = contiguous_strides(stored);
+  Strides out(n);
+  for (int64_t i = 0; i < n; ++i) out[order[i]] = packed[i];
+  return make_view(empty(stored, options), shape, out, 0);
 }
 
 Tensor empty_in_layout_of(const Tensor& t) { return empty_in_layout(t.shape(), t.strides(), t.options()); }
