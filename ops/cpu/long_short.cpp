@@ -4,10 +4,11 @@
 // axis contiguous, ops/cpu/strided_rows.h); K̄, V̄, their gradients, lse and the mask are contiguous.
 //
 // Work split. Queries are cut into blocks of L tokens (whole segments of w, L ≥ 2·ext); a task
-// is one (batch·head, block). All queries of a block read the keys of one band
-// [c·L − ext, c·L + L + ext) plus the R global slots, so the task's keys stay in cache while
-// each query's R + s logits are formed in a small per-thread buffer. Nothing of size
-// n × (R + s) is stored: forward keeps the row's log-sum-exp, backward recomputes the logits.
+// is one (batch·head, block), and a thread runs one block's tasks for every head (Task below).
+// All queries of a block read the keys of one band [c·L − ext, c·L + L + ext) plus the R global
+// slots, so the task's keys stay in cache while each query's R + s logits are formed in a small
+// per-thread buffer. Nothing of size n × (R + s) is stored: forward keeps the row's
+// log-sum-exp, backward recomputes the logits.
 //
 // Determinism without atomics (backward). A task accumulates dK/dV of its band sequentially in
 // a per-thread band buffer. Band rows only this block can touch (the "interior"
@@ -88,14 +89,6 @@ inline Task task_of(int64_t block, int64_t head, const Dims& d) {
 // On a lambda: inlined into its caller, so that it is compiled for the caller's ISA level (a
 // lambda does not inherit a [[gnu::target]] of the function that defines it).
 #define LSF_LS_LAMBDA __attribute__((always_inline))
-
-template <typename T>
-LSF_LS_INLINE T dot(const T* a, const T* b, int64_t e) {
-  T acc = 0;
-#pragma omp simd reduction(+ : acc)
-  for (int64_t i = 0; i < e; ++i) acc += a[i] * b[i];
-  return acc;
-}
 
 template <typename T>
 LSF_LS_INLINE void axpy(T* y, T a, const T* x, int64_t e) {
