@@ -96,19 +96,22 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
-bool Tensor::is_non_overlapping_and_dense() const {
-  const Shape& shape = impl_->shape;
-  const Strides& strides = impl_->strides;
+bool is_non_overlapping_and_dense(const Shape& shape, const Strides& strides) {
+  if (std::find(shape.begin(), shape.end(), int64_t(0)) != shape.end()) return true;  // no element to lay out
   std::vector<size_t> order(shape.size());  // dims, innermost (smallest stride) first
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return strides[a] < strides[b]; });
   int64_t expected = 1;
   for (size_t d : order) {
     if (shape[d] == 1) continue;  // size-1 dims may have any stride
-    if (strides[d] != expected) return impl_->numel() == 0;
+    if (strides[d] != expected) return false;
     expected *= shape[d];
   }
   return true;
+}
+
+bool Tensor::is_non_overlapping_and_dense() const {
+  return lsf::is_non_overlapping_and_dense(impl_->shape, impl_->strides);
 }
 
 void* Tensor::raw_data() const {

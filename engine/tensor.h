@@ -243,6 +243,9 @@ Tensor contiguous_detached(const Tensor& t);
 // A view of `base`'s storage with the given geometry; not recorded by autograd.
 Tensor make_view(const Tensor& base, Shape shape, Strides strides, int64_t offset);
 Strides contiguous_strides(const Shape& shape);
+// Whether elements of this geometry fill a block of numel slots without gaps or overlaps in some
+// order of the dims (Tensor::is_non_overlapping_and_dense; empty_in_layout's test).
+bool is_non_overlapping_and_dense(const Shape& shape, const Strides& strides);
 // The engine's one checked shape product: the element count of `shape`, throwing an lsf::Error
 // that names the shape when a dimension is negative or the product overflows int64.
 int64_t shape_numel(const Shape& shape);

@@ -107,17 +107,11 @@ Tensor randn(const Shape& shape, const TensorOptions& options, Generator* genera
 Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.options()); }
 
 Tensor empty_in_layout(const Shape& shape, const Strides& strides, const TensorOptions& options) {
+  if (!is_non_overlapping_and_dense(shape, strides)) return empty(shape, options);  // plain row-major
   const int64_t n = int64_t(shape.size());
   std::vector<int64_t> order(n);  // dims, outermost (largest stride) first
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int64_t i, int64_t j) { return strides[i] > strides[j]; });
-  int64_t expected = 1;
-  for (int64_t i = n - 1; i >= 0; --i) {
-    const int64_t d = order[i];
-    if (shape[d] == 1) continue;
-    if (strides[d] != expected) return empty(shape, options);  // not dense: plain row-major
-    expected *= shape[d];
-  }
   // A row-major block of the dims in that order, viewed back in the caller's dim order (an
   // engine view: no autograd, and nothing from ops/view.cpp, so the parsers' fuzz build, which
   // compiles this file without the ops, links).
