@@ -8,14 +8,21 @@
 // of rows into its own buffer and summed across chunks at the end in chunk order (no atomics,
 // deterministic for a given thread count).
 //
-// Numerics. f32 rows accumulate in f32 over 8/16 vector lanes: relative error of the mean
+// Vectors: the row loops are written with GCC vector extensions and compiled once per x86-64
+// level (ops/cpu/vector_kernels.h); a row's sums run in four vector accumulators folded in
+// registers. With OpenMP simd reductions, folding the lanes through the stack was most of a
+// 64-wide row's time.
+//
+// Numerics. f32 rows accumulate in f32 over 4 × 4/8/16 vector lanes: relative error of the mean
 // and variance sums about (n/8 + 4)·2^-24 (terms of the variance are non-negative). dweight
 // and dbias sum up to `rows` terms: f32 within blocks of kFlushRows rows, then the block sums
 // are added into f64, so their error is about (kFlushRows + 4)·2^-24 relative to Σ|terms|
 // whatever the number of rows. f64 accumulates in f64 throughout.
+#include <type_traits>
 #include <vector>
 
 #include "lsformer/ops/cpu/rowwise.h"
+#include "lsformer/ops/cpu/vector_kernels.h"
 #include "lsformer/ops/layer_norm.h"
 #include "lsformer/ops/kernels/layer_norm.h"
 
@@ -24,29 +31,54 @@ namespace {
 
 constexpr int64_t kFlushRows = 64;
 
+// Σ_i f(i) over the whole vectors i = 0, W, 2W … < nv (f returns a vector): four interleaved
+// accumulators, so a 64-wide row's sum is not one chain of dependent adds, combined pairwise
+// and folded in registers (ops/cpu/vector_kernels.h).
+template <typename T, int Bytes, typename F>
+LSF_VECTOR_INLINE T sum_vectors(int64_t nv, F&& f) {
+  using S = Simd<T, Bytes>;
+  typename S::V acc[4] = {};
+  int64_t i = 0;
+  for (; i + 4 * S::W <= nv; i += 4 * S::W) {
+    acc[0] += f(i);
+    acc[1] += f(i + S::W);
+    acc[2] += f(i + 2 * S::W);
+    acc[3] += f(i + 3 * S::W);
+  }
+  for (int j = 0; i < nv; i += S::W, ++j) acc[j] += f(i);  // at most three left
+  return fold_sum<T, Bytes>((acc[0] + acc[1]) + (acc[2] + acc[3]));
+}
+
 // y, x [rows, n]; mean, rstd [rows]; w, b [n] or null. Rows [begin, end).
-template <typename T, bool HasW, bool HasB>
-LSF_SIMD_CLONES void forward_rows(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b, int64_t n, T eps,
-                                  int64_t begin, int64_t end) {
+template <typename T, int Bytes, bool HasW, bool HasB>
+LSF_VECTOR_INLINE void forward_rows_body(std::bool_constant<HasW>, std::bool_constant<HasB>, T* y, T* mean, T* rstd,
+                                         const T* x, const T* w, const T* b, int64_t n, T eps, int64_t begin,
+                                         int64_t end) {
+  using S = Simd<T, Bytes>;
+  using V = typename S::V;
+  const int64_t nv = n / S::W * S::W;  // the whole vectors of a row; the rest one by one
   const T inv_n = T(1) / T(n);
   for (int64_t r = begin; r < end; ++r) {
     const T* xr = x + r * n;
     T* yr = y + r * n;
-    T s = 0;
-#pragma omp simd reduction(+ : s)
-    for (int64_t i = 0; i < n; ++i) s += xr[i];
+    T s = sum_vectors<T, Bytes>(nv, [&](int64_t i) LSF_VECTOR_LAMBDA { return S::load(xr + i); });
+    for (int64_t i = nv; i < n; ++i) s += xr[i];
     const T mu = s * inv_n;
-    T v = 0;
-#pragma omp simd reduction(+ : v)
-    for (int64_t i = 0; i < n; ++i) {
-      const T d = xr[i] - mu;
-      v += d * d;
-    }
+    T v = sum_vectors<T, Bytes>(nv, [&](int64_t i) LSF_VECTOR_LAMBDA {
+      const V d = S::load(xr + i) - mu;
+      return d * d;
+    });
+    for (int64_t i = nv; i < n; ++i) v += (xr[i] - mu) * (xr[i] - mu);
     const T rs = T(1) / std::sqrt(v * inv_n + eps);
     mean[r] = mu;
     rstd[r] = rs;
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) {
+    auto out = [&](auto h, int64_t i) LSF_VECTOR_LAMBDA {
+      if constexpr (HasW) h *= S::load(w + i);
+      if constexpr (HasB) h += S::load(b + i);
+      return h;
+    };
+    for (int64_t i = 0; i < nv; i += S::W) S::store(yr + i, out((S::load(xr + i) - mu) * rs, i));
+    for (int64_t i = nv; i < n; ++i) {
       T h = (xr[i] - mu) * rs;
       if constexpr (HasW) h *= w[i];
       if constexpr (HasB) h += b[i];
@@ -58,9 +90,13 @@ LSF_SIMD_CLONES void forward_rows(T* y, T* mean, T* rstd, const T* x, const T* w
 // dx, dy, x [rows, n]; mean, rstd [rows]; w [n] or null. Rows [begin, end).
 // When Params: tile [2n] (scratch, f32 block sums) and acc [2n] (this chunk's dweight then
 // dbias sums, f64) are accumulated into (+=).
-template <typename T, bool HasW, bool DX, bool Params>
-LSF_SIMD_CLONES void backward_rows(T* dx, T* tile, double* acc, const T* dy, const T* x, const T* mean,
-                                   const T* rstd, const T* w, int64_t n, int64_t begin, int64_t end) {
+template <typename T, int Bytes, bool HasW, bool DX, bool Params>
+LSF_VECTOR_INLINE void backward_rows_body(std::bool_constant<HasW>, std::bool_constant<DX>, std::bool_constant<Params>,
+                                          T* dx, T* tile, double* acc, const T* dy, const T* x, const T* mean,
+                                          const T* rstd, const T* w, int64_t n, int64_t begin, int64_t end) {
+  using S = Simd<T, Bytes>;
+  using V = typename S::V;
+  const int64_t nv = n / S::W * S::W;
   const T inv_n = T(1) / T(n);
   T* tw = tile;
   T* tb = tile + n;
@@ -68,11 +104,16 @@ LSF_SIMD_CLONES void backward_rows(T* dx, T* tile, double* acc, const T* dy, con
     const T* dyr = dy + r * n;
     const T* xr = x + r * n;
     const T mu = mean[r], rs = rstd[r];
+    auto g_of = [&](int64_t i) LSF_VECTOR_LAMBDA {
+      if constexpr (HasW) return S::load(dyr + i) * S::load(w + i);
+      else return S::load(dyr + i);
+    };
+    auto xh_of = [&](int64_t i) LSF_VECTOR_LAMBDA { return (S::load(xr + i) - mu) * rs; };
     T a = 0, c = 0;  // mean(g) and mean(g·x̂)
     if constexpr (DX) {
-      T sg = 0, sgx = 0;
-#pragma omp simd reduction(+ : sg, sgx)
-      for (int64_t i = 0; i < n; ++i) {
+      T sg = sum_vectors<T, Bytes>(nv, g_of);
+      T sgx = sum_vectors<T, Bytes>(nv, [&](int64_t i) LSF_VECTOR_LAMBDA { return g_of(i) * xh_of(i); });
+      for (int64_t i = nv; i < n; ++i) {
         const T g = HasW ? dyr[i] * w[i] : dyr[i];
         sg += g;
         sgx += g * ((xr[i] - mu) * rs);
@@ -82,8 +123,16 @@ LSF_SIMD_CLONES void backward_rows(T* dx, T* tile, double* acc, const T* dy, con
     }
     // One pass for dx and the parameter sums: dy and x are read from L1 once more.
     T* dxr = DX ? dx + r * n : nullptr;
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) {
+    for (int64_t i = 0; i < nv; i += S::W) {
+      const V xh = xh_of(i);
+      if constexpr (DX) S::store(dxr + i, rs * (g_of(i) - a - xh * c));
+      if constexpr (Params) {
+        const V d = S::load(dyr + i);
+        S::store(tw + i, S::load(tw + i) + d * xh);
+        S::store(tb + i, S::load(tb + i) + d);
+      }
+    }
+    for (int64_t i = nv; i < n; ++i) {
       const T xh = (xr[i] - mu) * rs;
       if constexpr (DX) {
         const T g = HasW ? dyr[i] * w[i] : dyr[i];
@@ -96,7 +145,6 @@ LSF_SIMD_CLONES void backward_rows(T* dx, T* tile, double* acc, const T* dy, con
     }
     if constexpr (Params) {
       if ((r - begin) % kFlushRows == kFlushRows - 1 || r == end - 1) {
-#pragma omp simd
         for (int64_t i = 0; i < 2 * n; ++i) {
           acc[i] += double(tile[i]);
           tile[i] = 0;
@@ -105,6 +153,9 @@ LSF_SIMD_CLONES void backward_rows(T* dx, T* tile, double* acc, const T* dy, con
     }
   }
 }
+
+LSF_PER_VECTOR_LEVEL(forward_rows)
+LSF_PER_VECTOR_LEVEL(backward_rows)
 
 void layer_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
                         const Tensor& weight, const Tensor& bias, double eps) {
@@ -120,7 +171,7 @@ void layer_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd,
     const T* pb = bias.defined() ? bias.data_ptr<T>() : nullptr;
     auto fwd = [&]<bool W, bool B>() {
       parallel_rows(rows, n, [&](int64_t b, int64_t e) {
-        forward_rows<T, W, B>(py, pm, pr, px, pw, pb, n, T(eps), b, e);
+        forward_rows<T>(std::bool_constant<W>{}, std::bool_constant<B>{}, py, pm, pr, px, pw, pb, n, T(eps), b, e);
       });
     };
     if (pw && pb) fwd.template operator()<true, true>();
@@ -148,8 +199,8 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
     const T* pw = weight.defined() ? weight.data_ptr<T>() : nullptr;
     auto bwd = [&]<bool W, bool DX, bool P>() {
       for_each_chunk(rows, chunks, [&](int64_t c, int64_t b, int64_t e) {
-        backward_rows<T, W, DX, P>(pdx, P ? tiles.chunk(c) : nullptr, P ? sums.chunk(c) : nullptr, pdy, px, pm, pr,
-                                   pw, n, b, e);
+        backward_rows<T>(std::bool_constant<W>{}, std::bool_constant<DX>{}, std::bool_constant<P>{}, pdx,
+                         P ? tiles.chunk(c) : nullptr, P ? sums.chunk(c) : nullptr, pdy, px, pm, pr, pw, n, b, e);
       });
     };
     auto with_w = [&]<bool W>() {

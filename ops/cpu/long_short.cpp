@@ -40,6 +40,7 @@
 #include "lsformer/ops/cpu/rowwise.h"
 #include "lsformer/ops/cpu/simd.h"
 #include "lsformer/ops/cpu/strided_rows.h"
+#include "lsformer/ops/cpu/vector_kernels.h"
 #include "lsformer/ops/long_short.h"
 #include "lsformer/ops/kernels/long_short.h"
 
@@ -85,13 +86,8 @@ inline Task task_of(int64_t block, int64_t head, const Dims& d) {
   return {b, c, head, bh, bh * d.nblocks + c};
 }
 
-#define LSF_LS_INLINE [[gnu::always_inline]] inline
-// On a lambda: inlined into its caller, so that it is compiled for the caller's ISA level (a
-// lambda does not inherit a [[gnu::target]] of the function that defines it).
-#define LSF_LS_LAMBDA __attribute__((always_inline))
-
 template <typename T>
-LSF_LS_INLINE void axpy(T* y, T a, const T* x, int64_t e) {
+LSF_VECTOR_INLINE void axpy(T* y, T a, const T* x, int64_t e) {
 #pragma omp simd
   for (int64_t i = 0; i < e; ++i) y[i] += a * x[i];
 }
@@ -110,92 +106,6 @@ void dropout_factors(T* f, int64_t S, uint64_t base, const LongShortDropout& dro
     if (i == 0 || idx % 4 == 0) words = philox_block(drop.state.seed, drop.state.offset + idx / 4);
     f[i] = (words[idx % 4] >> 8) >= drop.threshold ? scale : T(0);
   }
-}
-
-// Vectors of Bytes bytes through GCC's vector extension: the slot and feature loops below keep
-// their accumulators in these. Bytes is the register width of the ISA the code is compiled for
-// (forward_segment / backward_segment below): a vector wider than the registers is lowered
-// through the stack (the AVX2 build of 64-byte vectors ran this kernel 2.1× slower than 32-byte
-// ones on an AVX2 EPYC). Scratch panels are padded to the widest (64 bytes), a multiple of all.
-template <typename T, int Bytes = 64>
-struct Simd {
-  static constexpr int64_t W = int64_t(Bytes / sizeof(T));
-  typedef T V __attribute__((vector_size(Bytes)));
-  [[gnu::always_inline]] static V load(const T* p) {
-    V v;
-    __builtin_memcpy(&v, p, sizeof(V));
-    return v;
-  }
-  [[gnu::always_inline]] static void store(T* p, V v) { __builtin_memcpy(p, &v, sizeof(V)); }
-};
-
-// Max, sum and dot product of a row x[0 … n): whole vectors into one accumulator vector, folded
-// by halves (a fixed order, so deterministic), then the tail in order. OpenMP simd reductions
-// keep their lanes on the stack and fold them one by one, and arrays of lanes written for the
-// auto-vectoriser are folded through the stack too: with rows of 48 logits either made the fold
-// about a fifth of the forward's row time.
-template <typename T, int Bytes>
-LSF_LS_INLINE T fold_sum(typename Simd<T, Bytes>::V v) {
-  if constexpr (Bytes == 2 * sizeof(T)) {
-    return v[0] + v[1];
-  } else {
-    typename Simd<T, Bytes / 2>::V lo, hi;
-    __builtin_memcpy(&lo, &v, Bytes / 2);
-    __builtin_memcpy(&hi, reinterpret_cast<const char*>(&v) + Bytes / 2, Bytes / 2);
-    return fold_sum<T, Bytes / 2>(lo + hi);
-  }
-}
-
-template <typename T, int Bytes>
-LSF_LS_INLINE T fold_max(typename Simd<T, Bytes>::V v) {
-  if constexpr (Bytes == 2 * sizeof(T)) {
-    return v[1] > v[0] ? v[1] : v[0];
-  } else {
-    typename Simd<T, Bytes / 2>::V lo, hi;
-    __builtin_memcpy(&lo, &v, Bytes / 2);
-    __builtin_memcpy(&hi, reinterpret_cast<const char*>(&v) + Bytes / 2, Bytes / 2);
-    return fold_max<T, Bytes / 2>(hi > lo ? hi : lo);
-  }
-}
-
-template <typename T, int Bytes>
-LSF_LS_INLINE T vector_max(const T* x, int64_t n) {
-  using S = Simd<T, Bytes>;
-  using V = typename S::V;
-  T out = -std::numeric_limits<T>::infinity();
-  int64_t i = 0;
-  if (n >= S::W) {
-    V m = S::load(x);
-    for (i = S::W; i + S::W <= n; i += S::W) {
-      const V y = S::load(x + i);
-      m = y > m ? y : m;
-    }
-    out = fold_max<T, Bytes>(m);
-  }
-  for (; i < n; ++i) out = x[i] > out ? x[i] : out;
-  return out;
-}
-
-template <typename T, int Bytes>
-LSF_LS_INLINE T vector_sum(const T* x, int64_t n) {
-  using S = Simd<T, Bytes>;
-  typename S::V m = {};
-  int64_t i = 0;
-  for (; i + S::W <= n; i += S::W) m += S::load(x + i);
-  T out = fold_sum<T, Bytes>(m);
-  for (; i < n; ++i) out += x[i];
-  return out;
-}
-
-template <typename T, int Bytes>
-LSF_LS_INLINE T vector_dot(const T* x, const T* y, int64_t n) {
-  using S = Simd<T, Bytes>;
-  typename S::V m = {};
-  int64_t i = 0;
-  for (; i + S::W <= n; i += S::W) m += S::load(x + i) * S::load(y + i);
-  T out = fold_sum<T, Bytes>(m);
-  for (; i < n; ++i) out += x[i] * y[i];
-  return out;
 }
 
 // One thread's scratch: transposed key/value tiles kt, vt [e × ld] whose columns are the slots
@@ -248,7 +158,7 @@ inline constexpr int kBlockVectors = Bytes == 16 ? 2 : 3;
 // micro-kernel of the three products (each passes how it finds row r's scalar and the vectors
 // of step k).
 template <typename T, int Bytes, int RB, int CV, typename Scalar, typename Vectors>
-LSF_LS_INLINE void fma_block(typename Simd<T, Bytes>::V (&acc)[RB][CV], int64_t steps, Scalar scalar,
+LSF_VECTOR_INLINE void fma_block(typename Simd<T, Bytes>::V (&acc)[RB][CV], int64_t steps, Scalar scalar,
                              Vectors vectors) {
   using S = Simd<T, Bytes>;
   for (int64_t k = 0; k < steps; ++k) {
@@ -268,7 +178,7 @@ LSF_LS_INLINE void fma_block(typename Simd<T, Bytes>::V (&acc)[RB][CV], int64_t 
 // Calls block.template operator()<CV>(offset) over [0, n) in blocks of 3 (or 2), then 2, then 1
 // vectors; returns where the whole vectors end (the caller finishes the scalar tail).
 template <typename T, int Bytes, typename Block>
-LSF_LS_INLINE int64_t vector_blocks(int64_t n, Block&& block) {
+LSF_VECTOR_INLINE int64_t vector_blocks(int64_t n, Block&& block) {
   constexpr int CV = kBlockVectors<Bytes>;
   constexpr int64_t W = Simd<T, Bytes>::W;
   int64_t c = 0;
@@ -279,7 +189,7 @@ LSF_LS_INLINE int64_t vector_blocks(int64_t n, Block&& block) {
 }
 
 template <typename T, int Bytes, int RB, int CV>
-LSF_LS_INLINE void store_block(T* out, int64_t ld, const typename Simd<T, Bytes>::V (&acc)[RB][CV]) {
+LSF_VECTOR_INLINE void store_block(T* out, int64_t ld, const typename Simd<T, Bytes>::V (&acc)[RB][CV]) {
 #pragma GCC unroll 8
   for (int r = 0; r < RB; ++r)
 #pragma GCC unroll 4
@@ -290,17 +200,17 @@ LSF_LS_INLINE void store_block(T* out, int64_t ld, const typename Simd<T, Bytes>
 // keysᵀ) or the value products (a = dout, bt = valuesᵀ) of one segment; ld is a multiple of the
 // vector width.
 template <typename T, int Bytes, int RB>
-LSF_LS_INLINE void products_rows(T* out, const T* a, int64_t lda, const T* bt, int64_t e, int64_t ld) {
-  vector_blocks<T, Bytes>(ld, [&]<int CV>(int64_t c0) LSF_LS_LAMBDA {
+LSF_VECTOR_INLINE void products_rows(T* out, const T* a, int64_t lda, const T* bt, int64_t e, int64_t ld) {
+  vector_blocks<T, Bytes>(ld, [&]<int CV>(int64_t c0) LSF_VECTOR_LAMBDA {
     typename Simd<T, Bytes>::V acc[RB][CV] = {};
     fma_block<T, Bytes, RB, CV>(
-        acc, e, [&](int r, int64_t f) LSF_LS_LAMBDA { return a[r * lda + f]; }, [&](int64_t f) LSF_LS_LAMBDA { return bt + f * ld + c0; });
+        acc, e, [&](int r, int64_t f) LSF_VECTOR_LAMBDA { return a[r * lda + f]; }, [&](int64_t f) LSF_VECTOR_LAMBDA { return bt + f * ld + c0; });
     store_block<T, Bytes, RB, CV>(out + c0, ld, acc);
   });
 }
 
 template <typename T, int Bytes>
-LSF_LS_INLINE void tile_products(T* out, const T* a, int64_t lda, const T* bt, int64_t nq, int64_t e, int64_t ld) {
+LSF_VECTOR_INLINE void tile_products(T* out, const T* a, int64_t lda, const T* bt, int64_t nq, int64_t e, int64_t ld) {
   constexpr int RB = kBlockRows<Bytes>;
   int64_t qi = 0;
   for (; qi + RB <= nq; qi += RB) products_rows<T, Bytes, RB>(out + qi * ld, a + qi * lda, lda, bt, e, ld);
@@ -311,12 +221,12 @@ LSF_LS_INLINE void tile_products(T* out, const T* a, int64_t lda, const T* bt, i
 // probability-weighted row sums of a segment's queries. Block: RB queries × CV feature vectors,
 // the sum over i in order.
 template <typename T, int Bytes, int RB>
-LSF_LS_INLINE void combine_query_rows(T* out, int64_t ldo, const T* w, int64_t ld, const T* const* rows, int64_t m,
+LSF_VECTOR_INLINE void combine_query_rows(T* out, int64_t ldo, const T* w, int64_t ld, const T* const* rows, int64_t m,
                                       int64_t e) {
-  const int64_t f = vector_blocks<T, Bytes>(e, [&]<int CV>(int64_t f0) LSF_LS_LAMBDA {
+  const int64_t f = vector_blocks<T, Bytes>(e, [&]<int CV>(int64_t f0) LSF_VECTOR_LAMBDA {
     typename Simd<T, Bytes>::V acc[RB][CV] = {};
     fma_block<T, Bytes, RB, CV>(
-        acc, m, [&](int r, int64_t i) LSF_LS_LAMBDA { return w[r * ld + i]; }, [&](int64_t i) LSF_LS_LAMBDA { return rows[i] + f0; });
+        acc, m, [&](int r, int64_t i) LSF_VECTOR_LAMBDA { return w[r * ld + i]; }, [&](int64_t i) LSF_VECTOR_LAMBDA { return rows[i] + f0; });
     store_block<T, Bytes, RB, CV>(out + f0, ldo, acc);
   });
   for (int64_t g = f; g < e; ++g)  // features past the last whole vector
@@ -328,7 +238,7 @@ LSF_LS_INLINE void combine_query_rows(T* out, int64_t ldo, const T* w, int64_t l
 }
 
 template <typename T, int Bytes>
-LSF_LS_INLINE void combine_rows(T* out, int64_t ldo, int64_t nq, const T* w, int64_t ld, const T* const* rows,
+LSF_VECTOR_INLINE void combine_rows(T* out, int64_t ldo, int64_t nq, const T* w, int64_t ld, const T* const* rows,
                                 int64_t m, int64_t e) {
   constexpr int RB = kBlockRows<Bytes>;
   int64_t qi = 0;
@@ -341,16 +251,16 @@ LSF_LS_INLINE void combine_rows(T* out, int64_t ldo, int64_t nq, const T* w, int
 // (accumulates). Block: RB destination rows × CV feature vectors, each element adding its terms
 // in qi order onto dst.
 template <typename T, int Bytes, int RB>
-LSF_LS_INLINE void outer_rows(T* dst, const T* w, int64_t ld, const T* a, int64_t lda, int64_t nq, int64_t e) {
+LSF_VECTOR_INLINE void outer_rows(T* dst, const T* w, int64_t ld, const T* a, int64_t lda, int64_t nq, int64_t e) {
   using S = Simd<T, Bytes>;
-  const int64_t f = vector_blocks<T, Bytes>(e, [&]<int CV>(int64_t f0) LSF_LS_LAMBDA {
+  const int64_t f = vector_blocks<T, Bytes>(e, [&]<int CV>(int64_t f0) LSF_VECTOR_LAMBDA {
     typename S::V acc[RB][CV];
 #pragma GCC unroll 8
     for (int r = 0; r < RB; ++r)
 #pragma GCC unroll 4
       for (int j = 0; j < CV; ++j) acc[r][j] = S::load(dst + r * e + f0 + j * S::W);
     fma_block<T, Bytes, RB, CV>(
-        acc, nq, [&](int r, int64_t qi) LSF_LS_LAMBDA { return w[qi * ld + r]; }, [&](int64_t qi) LSF_LS_LAMBDA { return a + qi * lda + f0; });
+        acc, nq, [&](int r, int64_t qi) LSF_VECTOR_LAMBDA { return w[qi * ld + r]; }, [&](int64_t qi) LSF_VECTOR_LAMBDA { return a + qi * lda + f0; });
     store_block<T, Bytes, RB, CV>(dst + f0, e, acc);
   });
   for (int64_t g = f; g < e; ++g)  // features past the last whole vector
@@ -362,7 +272,7 @@ LSF_LS_INLINE void outer_rows(T* dst, const T* w, int64_t ld, const T* a, int64_
 }
 
 template <typename T, int Bytes>
-LSF_LS_INLINE void accumulate_outer(T* dst, const T* w, int64_t ld, const T* a, int64_t lda, int64_t nq, int64_t m,
+LSF_VECTOR_INLINE void accumulate_outer(T* dst, const T* w, int64_t ld, const T* a, int64_t lda, int64_t nq, int64_t m,
                                     int64_t e) {
   constexpr int RB = kBlockRows<Bytes>;
   int64_t i = 0;
@@ -428,7 +338,7 @@ void load_global(Scratch<T>& sc, const T* kb, const T* vb, const Dims& d, bool v
 
 // Softmax of one logit row in place (invalid window slots → 0); returns the log-sum-exp.
 template <typename T, int Bytes>
-LSF_LS_INLINE T softmax_row(T* lg, const uint8_t* valid, int64_t R, int64_t s) {
+LSF_VECTOR_INLINE T softmax_row(T* lg, const uint8_t* valid, int64_t R, int64_t s) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   for (int64_t u = 0; u < s; ++u)
     if (valid[u] == 0) lg[R + u] = kNegInf;
@@ -451,7 +361,7 @@ LSF_LS_INLINE T softmax_row(T* lg, const uint8_t* valid, int64_t R, int64_t s) {
 // qs, os [seg × e] query and output rows (row strides lq, lo); lses [seg]; drop_base: dropout
 // index of slot 0 of the first row. Compiled per ISA (the helpers inline into each clone).
 template <typename T, int Bytes>
-LSF_LS_INLINE void forward_segment_body(const Dims& d, Scratch<T>& sc, const T* qs, int64_t lq, const uint8_t* mb,
+LSF_VECTOR_INLINE void forward_segment_body(const Dims& d, Scratch<T>& sc, const T* qs, int64_t lq, const uint8_t* mb,
                                         T* os, int64_t lo, T* lses, int64_t t0, uint64_t drop_base,
                                         const LongShortDropout& drop) {
   const int64_t S = d.S(), e = d.e;
@@ -478,7 +388,7 @@ LSF_LS_INLINE void forward_segment_body(const Dims& d, Scratch<T>& sc, const T* 
 // (accumulated). qs, gs, dqs [seg × e] query, dout and dq rows (row strides lq, lg, ldq);
 // lses [seg].
 template <typename T, int Bytes>
-LSF_LS_INLINE void backward_segment_body(const Dims& d, Scratch<T>& sc, const T* qs, int64_t lq, const T* gs,
+LSF_VECTOR_INLINE void backward_segment_body(const Dims& d, Scratch<T>& sc, const T* qs, int64_t lq, const T* gs,
                                          int64_t lg, const uint8_t* mb, const T* lses, int64_t t0,
                                          uint64_t drop_base, const LongShortDropout& drop, T* dqs, int64_t ldq, T* pk,
                                          T* pv, T* bk, T* bv) {
@@ -529,50 +439,9 @@ LSF_LS_INLINE void backward_segment_body(const Dims& d, Scratch<T>& sc, const T*
   }
 }
 
-// forward_segment / backward_segment: the bodies above compiled once per x86-64 level with that
-// level's vector width (AVX-512: 64 bytes, AVX2: 32, baseline SSE2: 16), the widest the CPU
-// runs picked once at run time. Elsewhere one build with 64-byte vectors.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-inline VectorLevel vector_level() {
-  static const VectorLevel level = [] {
-    VectorLevel best = supported_vector_levels().front();
-    // LSF_CPU_VECTOR_LEVEL=baseline|avx2 caps the level, so that the tests run every build a
-    // CPU can run (tests/CMakeLists.txt runs test_long_short once more with baseline).
-    if (const char* cap = std::getenv("LSF_CPU_VECTOR_LEVEL")) {
-      const std::string c = cap;
-      if (c == "baseline") best = VectorLevel::Baseline;
-      else if (c == "avx2" && best == VectorLevel::Avx512) best = VectorLevel::Avx2;
-    }
-    return best;
-  }();
-  return level;
-}
-#define LSF_LS_PER_LEVEL(name)                                                                        \
-  template <typename T, typename... Args>                                                             \
-  [[gnu::target("arch=x86-64-v4")]] void name##_avx512(Args&&... args) { name##_body<T, 64>(std::forward<Args>(args)...); } \
-  template <typename T, typename... Args>                                                             \
-  [[gnu::target("arch=x86-64-v3")]] void name##_avx2(Args&&... args) { name##_body<T, 32>(std::forward<Args>(args)...); } \
-  template <typename T, typename... Args>                                                             \
-  void name##_baseline(Args&&... args) { name##_body<T, 16>(std::forward<Args>(args)...); }   \
-  template <typename T, typename... Args>                                                             \
-  void name(Args&&... args) {                                                                         \
-    switch (vector_level()) {                                                                         \
-      case VectorLevel::Avx512: return name##_avx512<T>(std::forward<Args>(args)...);                 \
-      case VectorLevel::Avx2: return name##_avx2<T>(std::forward<Args>(args)...);                     \
-      case VectorLevel::Baseline: break;                                                              \
-    }                                                                                                 \
-    name##_baseline<T>(std::forward<Args>(args)...);                                                  \
-  }
-#else
-#define LSF_LS_PER_LEVEL(name)            \
-  template <typename T, typename... Args> \
-  void name(Args&&... args) {             \
-    name##_body<T, 64>(std::forward<Args>(args)...); \
-  }
-#endif
-LSF_LS_PER_LEVEL(forward_segment)
-LSF_LS_PER_LEVEL(backward_segment)
-#undef LSF_LS_PER_LEVEL
+// The segment bodies above compiled once per x86-64 level (ops/cpu/vector_kernels.h).
+LSF_PER_VECTOR_LEVEL(forward_segment)
+LSF_PER_VECTOR_LEVEL(backward_segment)
 
 template <typename T>
 void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
