@@ -42,5 +42,6 @@ LSF_MARK_UNSUPPORTED(masked_softmax_forward_kernel, DeviceType::CUDA);
 LSF_MARK_UNSUPPORTED(bias_gelu_forward_kernel, DeviceType::CUDA);
 LSF_MARK_UNSUPPORTED(bias_gelu_backward_kernel, DeviceType::CUDA);
 LSF_MARK_UNSUPPORTED(linear_forward_kernel, DeviceType::CUDA);
+LSF_MARK_UNSUPPORTED(linear_weight_grad_kernel, DeviceType::CUDA);
 
 }  // namespace lsf::cuda

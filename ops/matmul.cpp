@@ -23,6 +23,8 @@ namespace lsf {
 LSF_DEFINE_KERNEL(gemm_kernel, void(const Tensor& c, const Tensor& a, const Tensor& b, double alpha, double beta));
 LSF_DEFINE_KERNEL(linear_forward_kernel,
                   void(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias));
+LSF_DEFINE_KERNEL(linear_weight_grad_kernel,
+                  bool(const Tensor& dweight, const Tensor& dbias, const Tensor& x, const Tensor& dy));
 
 bool is_gemm_operand(const Tensor& t) {
   if (t.dim() < 2) return false;
@@ -192,6 +194,20 @@ Tensor rows_view(const Tensor& x) {
   return x.view({shape_numel(leading), x.size(-1)});
 }
 
+// The weight and bias gradients together (linear_weight_grad_kernel: one pass over dy instead
+// of the GEMM and then sum_to) into grads[1], grads[2], for a row-major weight and an x and dy
+// whose leading dims fold into rows; false (grads untouched) where the backend does not fuse them.
+bool fused_weight_grad(TensorList& grads, const Tensor& x, const Tensor& dy, bool weight_row_major) {
+  if (!weight_row_major || !linear_weight_grad_kernel.implemented(x.device().type)) return false;
+  const Tensor x2 = rows_view(x), dy2 = rows_view(dy);  // [rows, K], [rows, N]
+  if (!x2.defined() || !dy2.defined()) return false;
+  Tensor dw = empty({dy2.size(1), x2.size(1)}, dy.options()), db = empty({dy2.size(1)}, dy.options());
+  if (!linear_weight_grad_kernel(x.device(), dw, db, x2, dy2)) return false;
+  grads[1] = dw;
+  grads[2] = db;
+  return true;
+}
+
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
@@ -227,19 +243,22 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     out = y.view(out_shape);
   }
   if (!autograd::any_requires_grad({&x, &weight, &bias})) return out;
-  // The composition's backward, call for call: matmul's node for x · weight.t() (the same batch
-  // folding, output layouts and so the same GEMMs and bits) and add's for the bias.
+  // The composition's backward: matmul's node for x · weight.t() (the same batch folding, output
+  // layouts and so the same GEMMs and bits) and add's for the bias, except that the weight and
+  // bias gradients come from one pass over dy where the backend fuses them (fused_weight_grad).
   SavedTensor saved_x = weight.requires_grad() ? SavedTensor(x) : SavedTensor();
   SavedTensor saved_w = x.requires_grad() ? SavedTensor(weight) : SavedTensor();
   const Shape x_shape = x.shape(), bias_shape = bias.shape(), batch(x_shape.begin(), x_shape.end() - 2);
   const Strides x_strides = x.strides(), wt_strides = {weight.stride(1), weight.stride(0)};
   const int64_t M = x.size(-2);
+  const bool weight_row_major = weight.is_contiguous();
   autograd::record(name, {x, weight, bias}, {out},
                    [=](const TensorList& g, const NeedsGrad& needs) -> TensorList {
                      Tensor dy = g[0].reshape(with_matrix(batch, M, N));  // [*, M, N]
                      TensorList grads(3);
                      // dx [*, M, K] = dy · W; dWᵀ [K, N] = Σ over the batch of xᵀ · dy, laid out as weight.t()
                      if (needs[0]) grads[0] = product_grad_a(dy, saved_w.get().t(), x_shape, x_strides, batch);
+                     if (needs[1] && needs[2] && fused_weight_grad(grads, saved_x.get(), g[0], weight_row_major)) return grads;
                      if (needs[1]) grads[1] = product_grad_b(dy, saved_x.get(), {K, N}, wt_strides, batch).t();
                      if (needs[2]) grads[2] = sum_to(g[0], bias_shape);
                      return grads;

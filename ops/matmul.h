@@ -27,7 +27,10 @@ Tensor bmm(const Tensor& a, const Tensor& b);
 // in a second pass over the output (a Linear layer's add). Values: on the skinny kernel's
 // products (K, N ≤ 256) bit for bit those of add(matmul(x, weight.t()), bias); on OpenBLAS's the
 // product is summed onto the bias, equal to them up to rounding (a few ulp of the sum's
-// magnitude). Gradients are those of the composition (the same GEMMs, the bias's by sum_to).
+// magnitude). Gradients are those of the composition (the same GEMMs, the bias's by sum_to),
+// except where the CPU takes the weight and bias gradients in one pass over dy (a long
+// contraction on the skinny kernel: the weight's bits unchanged, the bias's an f64 sum as
+// sum_to's, possibly added in another order: within one f32 rounding).
 // An x whose leading dims do not fold into one row index without a copy, and a device without
 // the fused kernel (CUDA), run the composition.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);

@@ -9,6 +9,8 @@
 
 #include "helpers.h"
 #include "lsformer/engine/parallel.h"
+#include "lsformer/ops/cpu/skinny_gemm.h"
+#include "lsformer/ops/kernels/matmul.h"
 
 using namespace lsf;
 using lsf::test::str;
@@ -192,4 +194,55 @@ TEST_CASE("linear rejects bad input with the op name and the shapes", "[matmul][
   REQUIRE_THROWS_WITH(linear(zeros({3, 4}, TensorOptions(kI64)), zeros({2, 4}, TensorOptions(kI64)), Tensor()),
                       Catch::Contains("integer"));
   REQUIRE_THROWS_WITH(linear(Tensor(), zeros({2, 4}), zeros({2})), Catch::Contains("linear"));
+}
+
+TEST_CASE("linear's weight and bias gradients in one pass over dy: the GEMM's bits, sum_to's within one rounding",
+          "[matmul][linear]") {
+  // More rows than one K chunk of the skinny kernel (256), so the CPU takes dW and db together
+  // (linear_weight_grad_kernel); 2100 rows split over two threads (chunks of ≥ 1024 rows), a
+  // 3-D x, and a row count that leaves a partial chunk.
+  struct Case {
+    Shape x;
+    int64_t n;
+  };
+  const std::vector<Case> cases = {{{3, 700, 64}, 48}, {{2100, 40}, 64}, {{300, 7}, 5}, {{1, 1500, 256}, 256}};
+  for (const Case& c : cases) {
+    INFO("x " << str(c.x) << ", N " << c.n);
+    const Operands o = operands(c.x, c.n, false, 57);
+    const Grads f = run(fused, o.x, o.w, o.b, o.dy), r = run(composed, o.x, o.w, o.b, o.dy);
+    CHECK(f.dx.to_vector<float>() == r.dx.to_vector<float>());
+    CHECK(f.dw.to_vector<float>() == r.dw.to_vector<float>());
+    // Both bias gradients are f64 sums of the same terms rounded once to f32: they differ by at
+    // most one rounding each (2^-24 of Σ|dy|) plus the f64 sums' own difference (rows · 2^-53 each).
+    const int64_t rows = shape_numel(c.x) / c.x.back();
+    const std::vector<double> magnitude = sum_to(abs(o.dy.to(kF64)), {c.n}).to_vector<double>();
+    const std::vector<float> a = f.db.to_vector<float>(), b = r.db.to_vector<float>();
+    for (size_t j = 0; j < a.size(); ++j)
+      CHECK(std::fabs(double(a[j]) - double(b[j])) <= (2 * kU32 + 2 * double(rows) * 0x1p-53) * magnitude[j]);
+  }
+}
+
+TEST_CASE("linear_weight_grad_kernel fuses the long contractions it takes and declines the rest", "[matmul][linear]") {
+  Generator g(58);
+  auto attempt = [&](int64_t rows, int64_t k, int64_t n) {
+    Tensor x = randn({rows, k}, TensorOptions(kF32), &g), dy = randn({rows, n}, TensorOptions(kF32), &g);
+    Tensor dw = full({n, k}, -1.0), db = full({n}, -1.0);
+    const bool fused = linear_weight_grad_kernel(kCPU, dw, db, x, dy);
+    if (fused) {
+      CHECK(dw.to_vector<float>() == matmul(dy.t(), x).to_vector<float>());
+      const std::vector<double> ref = sum(dy.to(kF64), {0}).to_vector<double>();
+      const std::vector<float> got = db.to_vector<float>();
+      for (size_t j = 0; j < got.size(); ++j) CHECK(std::fabs(got[j] - ref[j]) <= 2 * kU32 * std::fabs(ref[j]) + 1e-9);
+    } else {  // declined: nothing written
+      CHECK(dw.to_vector<float>() == std::vector<float>(size_t(n * k), -1.0f));
+      CHECK(db.to_vector<float>() == std::vector<float>(size_t(n), -1.0f));
+    }
+    return fused;
+  };
+  const bool skinny = lsf::cpu::skinny_gemm_applies(64, 64, 4096);  // false on a CPU without AVX2
+  CHECK(attempt(4096, 64, 64) == skinny);
+  CHECK(attempt(3000, 256, 200) == skinny);
+  CHECK_FALSE(attempt(256, 64, 64));    // one K chunk: the GEMM's own path
+  CHECK_FALSE(attempt(4096, 64, 300));  // N > 256: OpenBLAS
+  CHECK_FALSE(attempt(4096, 300, 64));  // K > 256: OpenBLAS
 }

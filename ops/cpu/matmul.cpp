@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "lsformer/ops/cpu/loops.h"
+#include "lsformer/ops/cpu/simd.h"
 #include "lsformer/ops/cpu/skinny_gemm.h"
 #include "lsformer/ops/kernels/gemm_problem.h"
 #include "lsformer/ops/matmul.h"
@@ -247,9 +248,81 @@ void linear_forward_cpu(const Tensor& y, const Tensor& x, const Tensor& weight, 
   });
 }
 
+// Columns [0, n) of rows [r0, r1) of dy (row stride ld) added into sums, one f64 sum per column
+// over the rows in order.
+template <typename T>
+LSF_SIMD_CLONES void add_column_sums(double* sums, const T* dy, int64_t ld, int64_t r0, int64_t r1, int64_t n) {
+  for (int64_t r = r0; r < r1; ++r)
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) sums[j] += double(dy[r * ld + j]);
+}
+
+// linear's weight and bias gradients (ops/kernels/matmul.h): dW [N, K] = dyᵀ · x on the skinny
+// kernel, and the bias's column sums of dy taken K chunk by K chunk, right after the skinny
+// kernel has read that chunk of dy (from L2, not memory: a separate sum_to is one more pass over
+// every Linear's output gradient). Fused only where gemm_cpu would itself run dyᵀ · x on the
+// skinny kernel with a long contraction; the split over threads is then gemm_cpu's (the same K
+// ranges, the same chunks, partial sums added in the same order), so dW has the GEMM's bits.
+bool linear_weight_grad_cpu(const Tensor& dw, const Tensor& db, const Tensor& x, const Tensor& dy) {
+  LSF_CHECK(dw.dim() == 2 && db.dim() == 1 && x.dim() == 2 && dy.dim() == 2 && x.size(0) == dy.size(0) &&
+            dw.size(0) == dy.size(1) && dw.size(1) == x.size(1) && db.size(0) == dy.size(1))
+      << "linear backward: shapes dweight " << dw.shape() << ", dbias " << db.shape() << ", x " << x.shape()
+      << ", dy " << dy.shape() << " do not match";
+  const int64_t rows = x.size(0), K = x.size(1), N = dy.size(1);
+  const bool unit_columns = (K <= 1 || x.stride(1) == 1) && (N <= 1 || dy.stride(1) == 1);
+  const bool dense_outputs = dw.is_contiguous() && db.is_contiguous();
+  // gemm_cpu on dW = dyᵀ · x: M = N, N = K, K = rows.
+  if (!unit_columns || !dense_outputs || dw.dtype() != x.dtype() || dy.dtype() != x.dtype() ||
+      db.dtype() != x.dtype() || rows <= kSkinnyMaxK || !skinny_gemm_applies(N, K, rows) ||
+      rows < 2 * std::max(N, K))
+    return false;
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(threads, rows / kMinSplitK));
+  dispatch_float(x.dtype(), "linear backward", [&]<typename T>() {
+    const T* X = x.data_ptr<T>();
+    const T* DY = dy.data_ptr<T>();
+    const int64_t ldx = x.stride(0), ldy = dy.stride(0), mn = N * K;
+    // Part t: rows [r0, r1) into its dW buffer (beta 0 on its first chunk) and its column sums.
+    auto part = [&](int64_t r0, int64_t r1, T* dw_part, double* sums) {
+      for (int64_t k0 = r0; k0 < r1; k0 += kSkinnyMaxK) {
+        const int64_t k1 = std::min(r1, k0 + kSkinnyMaxK);
+        skinny_gemm(true, false, N, K, k1 - k0, T(1), DY + k0 * ldy, ldy, X + k0 * ldx, ldx, k0 == r0 ? T(0) : T(1),
+                    dw_part, K);
+        add_column_sums(sums, DY, ldy, k0, k1, N);
+      }
+    };
+    T* DW = dw.data_ptr<T>();
+    T* DB = db.data_ptr<T>();
+    std::vector<double> sums(size_t(parts * N), 0.0);
+    if (parts == 1) {
+      part(0, rows, DW, sums.data());
+    } else {
+      thread_local std::vector<T> storage;  // as gemm_cpu's partial sums: reused, never cleared
+      if (storage.size() < size_t(parts * mn)) storage.resize(size_t(parts * mn));
+      T* const partial = storage.data();
+#pragma omp parallel for schedule(static)
+      for (int64_t t = 0; t < parts; ++t)
+        part(rows * t / parts, rows * (t + 1) / parts, partial + t * mn, sums.data() + t * N);
+#pragma omp parallel for schedule(static) if (mn * parts >= 32768)
+      for (int64_t e = 0; e < mn; ++e) {
+        T sum = 0;
+        for (int64_t t = 0; t < parts; ++t) sum += partial[t * mn + e];
+        DW[e] = sum;
+      }
+    }
+    for (int64_t j = 0; j < N; ++j) {
+      double sum = 0;
+      for (int64_t t = 0; t < parts; ++t) sum += sums[size_t(t * N + j)];
+      DB[j] = T(sum);
+    }
+  });
+  return true;
+}
+
 }  // namespace
 
 LSF_REGISTER_KERNEL(gemm_kernel, DeviceType::CPU, gemm_cpu);
 LSF_REGISTER_KERNEL(linear_forward_kernel, DeviceType::CPU, linear_forward_cpu);
+LSF_REGISTER_KERNEL(linear_weight_grad_kernel, DeviceType::CPU, linear_weight_grad_cpu);
 
 }  // namespace lsf::cpu

@@ -28,6 +28,16 @@ LSF_DECLARE_KERNEL(gemm_kernel, void(const Tensor& c, const Tensor& a, const Ten
 // without it marks it unsupported and linear runs matmul + add there.
 LSF_DECLARE_KERNEL(linear_forward_kernel, void(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias));
 
+// The weight and bias gradients of linear in one pass over dy: dweight [N, K] = dyᵀ · x (row-major,
+// as a row-major weight) and dbias [N] = Σ over the rows of dy, from x [rows, K] and dy [rows, N]
+// (unit column strides, any row strides). Returns false, having written nothing, for the shapes
+// a backend does not fuse; the caller then runs the GEMM and sum_to. The CPU fuses the products
+// its skinny kernel takes with a long contraction (K, N ≤ 256 and more rows than one K chunk):
+// dweight is then the GEMM's bits, and dbias, summed in f64 as sum_to does, within one f32
+// rounding of sum_to's.
+LSF_DECLARE_KERNEL(linear_weight_grad_kernel,
+                   bool(const Tensor& dweight, const Tensor& dbias, const Tensor& x, const Tensor& dy));
+
 // True when the last two dims of t (≥ 2-D) are a matrix BLAS can read in place: unit stride in
 // one of them, and a leading dimension that covers the other.
 bool is_gemm_operand(const Tensor& t);
