@@ -60,20 +60,20 @@ Shape with_matrix(Shape batch, int64_t rows, int64_t cols) {
   return batch;
 }
 
-// c = a · b with a [*a, M, K] and b [*b, K, N] broadcast to `batch`. c has shape
+// c = a · b + beta · c with a [*a, M, K] and b [*b, K, N] broadcast to `batch`. c has shape
 // [*c, M, N] where *c broadcasts to `batch`; c's broadcast dims are summed over (the gradient
-// of a broadcast operand). c is overwritten.
-void gemm_into(const Tensor& c, const Tensor& a, const Tensor& b, const Shape& batch) {
+// of a broadcast operand). beta 0 overwrites c, 1 adds the product to it.
+void gemm_into(const Tensor& c, const Tensor& a, const Tensor& b, const Shape& batch, double beta = 0.0) {
   NoGradGuard no_grad;  // views below are plumbing, not part of the graph
   const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
   if (shape_numel(batch) == 0) {  // an empty batch: the sum over it is zero
-    c.zero_();
+    if (beta == 0.0) c.zero_();
     return;
   }
   // gemm_operand before expand, so a copy (if any) is of the operand, never of its broadcast.
   gemm_kernel(c.device(), c.expand(with_matrix(batch, M, N)),
               gemm_operand(a).expand(with_matrix(batch, M, K)),
-              gemm_operand(b).expand(with_matrix(batch, K, N)), /*alpha=*/1.0, /*beta=*/0.0);
+              gemm_operand(b).expand(with_matrix(batch, K, N)), /*alpha=*/1.0, beta);
 }
 
 // The gradients of c [*, M, N] = am [*a, M, K] · bm [*b, K, N] (broadcast to `batch`) from
@@ -264,6 +264,68 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                      return grads;
                    });
   return out;
+}
+
+TensorList linears(const Tensor& x, const TensorList& weights, const TensorList& biases) {
+  const char* name = "linears";
+  LSF_CHECK(!weights.empty() && biases.size() == weights.size())
+      << name << ": expected one bias (or an undefined tensor) per weight and at least one weight, got "
+      << weights.size() << " weights and " << biases.size() << " biases";
+  TensorList outs;
+  TensorList inputs{x};  // x, then each weight and its bias (when defined): the node's inputs
+  std::vector<int64_t> bias_input(weights.size(), -1);
+  {
+    NoGradGuard no_grad;  // each output is linear's; one node below records them all
+    for (size_t i = 0; i < weights.size(); ++i) {
+      outs.push_back(linear(x, weights[i], biases[i]));
+      inputs.push_back(weights[i]);
+      if (biases[i].defined()) {
+        bias_input[i] = int64_t(inputs.size());
+        inputs.push_back(biases[i]);
+      }
+    }
+  }
+  if (!autograd::any_requires_grad(inputs)) return outs;
+  // As linear's backward, per layer; x's gradient accumulates all the layers' products.
+  const bool weights_need_x = std::any_of(weights.begin(), weights.end(), [](const Tensor& w) { return w.requires_grad(); });
+  SavedTensor saved_x = weights_need_x ? SavedTensor(x) : SavedTensor();
+  std::vector<SavedTensor> saved_w;
+  std::vector<bool> row_major;
+  std::vector<Strides> wt_strides;  // the layout of each weight.t(), which its gradient takes
+  for (const Tensor& w : weights) {
+    saved_w.push_back(x.requires_grad() ? SavedTensor(w) : SavedTensor());
+    row_major.push_back(w.is_contiguous());
+    wt_strides.push_back({w.stride(1), w.stride(0)});
+  }
+  const Shape x_shape = x.shape(), batch(x_shape.begin(), x_shape.end() - 2);
+  const Strides x_strides = x.strides();
+  const int64_t M = x.size(-2), K = x.size(-1);
+  autograd::record(name, inputs, outs, [=](const TensorList& g, const NeedsGrad& needs) -> TensorList {
+    TensorList grads(needs.size());
+    int64_t at = 1;  // the input index of layer i's weight
+    for (size_t i = 0; i < g.size(); ++i) {
+      const Tensor& w = saved_w[i].defined() ? saved_w[i].get() : Tensor();
+      const int64_t N = g[i].size(-1), wi = at, bi = bias_input[i];
+      at += bi >= 0 ? 2 : 1;
+      Tensor dy = g[i].reshape(with_matrix(batch, M, N));  // [*, M, N]
+      // dx [*, M, K] += dy · W: the first layer's product overwrites, the others add onto it.
+      if (needs[0]) {
+        if (!grads[0].defined()) grads[0] = empty_in_layout(x_shape, x_strides, g[i].options());
+        gemm_into(grads[0], dy, w, batch, i == 0 ? 0.0 : 1.0);
+      }
+      const bool need_w = needs[size_t(wi)], need_b = bi >= 0 && needs[size_t(bi)];
+      TensorList wb(3);
+      if (need_w && need_b && fused_weight_grad(wb, saved_x.get(), g[i], row_major[i])) {
+        grads[size_t(wi)] = wb[1];
+        grads[size_t(bi)] = wb[2];
+        continue;
+      }
+      if (need_w) grads[size_t(wi)] = product_grad_b(dy, saved_x.get(), {K, N}, wt_strides[i], batch).t();
+      if (need_b) grads[size_t(bi)] = sum_to(g[i], {N});
+    }
+    return grads;
+  });
+  return outs;
 }
 
 }  // namespace lsf

@@ -34,5 +34,12 @@ Tensor bmm(const Tensor& a, const Tensor& b);
 // An x whose leading dims do not fold into one row index without a copy, and a device without
 // the fused kernel (CUDA), run the composition.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
+// Several Linear layers of one input (an attention's query, key and value projections of x):
+// out[i] = linear(x, weights[i], biases[i]) (biases[i] may be undefined), each bit for bit
+// linear's. The difference is x's gradient Σᵢ dyᵢ · weights[i]: one buffer that every layer's
+// product is summed onto as it is stored, instead of one product per layer that autograd then
+// adds up (each extra layer saves writing and re-reading an x-sized gradient). The weight and
+// bias gradients are linear's. Values equal the separate layers' up to the order of that sum.
+TensorList linears(const Tensor& x, const TensorList& weights, const TensorList& biases);
 
 }  // namespace lsf

@@ -246,3 +246,88 @@ TEST_CASE("linear_weight_grad_kernel fuses the long contractions it takes and de
   CHECK_FALSE(attempt(4096, 64, 300));  // N > 256: OpenBLAS
   CHECK_FALSE(attempt(4096, 300, 64));  // K > 256: OpenBLAS
 }
+
+TEST_CASE("linears: each output is linear's, and x's gradient sums every layer's product", "[matmul][linear]") {
+  // Layers of one x: widths with partial vectors, one without a bias, a 3-D x; 700 rows reach
+  // the fused weight-gradient path, 40 rows do not.
+  Generator g(59);
+  for (const Shape& x_shape : std::vector<Shape>{{2, 350, 64}, {40, 33}}) {
+    INFO("x " << str(x_shape));
+    const int64_t k = x_shape.back();
+    const std::vector<int64_t> widths = {64, 17, 64, 48};
+    Tensor x0 = randn(x_shape, TensorOptions(kF32), &g);
+    TensorList w0, b0, dys;
+    for (size_t i = 0; i < widths.size(); ++i) {
+      w0.push_back(randn({widths[i], k}, TensorOptions(kF32), &g));
+      b0.push_back(i == 1 ? Tensor() : randn({widths[i]}, TensorOptions(kF32), &g));
+      Shape y_shape = x_shape;
+      y_shape.back() = widths[i];
+      dys.push_back(randn(y_shape, TensorOptions(kF32), &g));
+    }
+    auto leaves = [&](TensorList& x, TensorList& w, TensorList& b) {
+      x = {x0.detach().requires_grad_(true)};
+      for (size_t i = 0; i < widths.size(); ++i) {
+        w.push_back(w0[i].detach().requires_grad_(true));
+        b.push_back(b0[i].defined() ? b0[i].detach().requires_grad_(true) : Tensor());
+      }
+    };
+    TensorList xf, wf, bf, xs, ws, bs;
+    leaves(xf, wf, bf);
+    leaves(xs, ws, bs);
+    const TensorList fused_out = linears(xf[0], wf, bf);
+    TensorList separate_out;
+    for (size_t i = 0; i < widths.size(); ++i) separate_out.push_back(linear(xs[0], ws[i], bs[i]));
+    autograd::run_backward(fused_out, dys, false);
+    autograd::run_backward(separate_out, dys, false);
+    for (size_t i = 0; i < widths.size(); ++i) {
+      INFO("layer " << i);
+      CHECK(fused_out[i].to_vector<float>() == separate_out[i].to_vector<float>());
+      CHECK(wf[i].grad().to_vector<float>() == ws[i].grad().to_vector<float>());
+      if (bf[i].defined()) CHECK(bf[i].grad().to_vector<float>() == bs[i].grad().to_vector<float>());
+    }
+    // x's gradient: the same four products pᵢ (each the separate layer's bits), added in layer
+    // order here and in autograd's order there. Each order is within three roundings of the
+    // exact sum (2^-24 · Σᵢ |pᵢ| each), so the two are within six of each other.
+    Tensor magnitude = zeros(x_shape, TensorOptions(kF64));
+    for (size_t i = 0; i < widths.size(); ++i) magnitude = add(magnitude, abs(matmul(dys[i].to(kF64), w0[i].to(kF64))));
+    const std::vector<double> bound = magnitude.to_vector<double>();
+    const std::vector<float> a = xf[0].grad().to_vector<float>(), b = xs[0].grad().to_vector<float>();
+    REQUIRE(a.size() == bound.size());
+    int64_t outside = 0;
+    for (size_t e = 0; e < a.size(); ++e) outside += std::fabs(double(a[e]) - double(b[e])) > 6 * kU32 * bound[e];
+    CHECK(outside == 0);
+  }
+}
+
+TEST_CASE("linears: two layers give x's gradient bit for bit, f64 gradient checks, bad input", "[matmul][linear]") {
+  Generator g(60);
+  SECTION("two layers: one addition either way") {
+    const Operands o = operands({300, 64}, 40, false, 61);
+    Tensor w2 = randn({24, 64}, TensorOptions(kF32), &g), dy2 = randn({300, 24}, TensorOptions(kF32), &g);
+    Tensor xf = o.x.detach().requires_grad_(true), xs = o.x.detach().requires_grad_(true);
+    autograd::run_backward(linears(xf, {o.w, w2}, {o.b, Tensor()}), {o.dy, dy2}, false);
+    autograd::run_backward({linear(xs, o.w, o.b), linear(xs, w2, Tensor())}, {o.dy, dy2}, false);
+    CHECK(xf.grad().to_vector<float>() == xs.grad().to_vector<float>());
+  }
+  SECTION("f64 gradient checks in x, every weight and bias") {
+    Tensor x = randn({2, 17, 5}, TensorOptions(kF64), &g).requires_grad_(true);
+    Tensor w1 = randn({3, 5}, TensorOptions(kF64), &g).requires_grad_(true);
+    Tensor b1 = randn({3}, TensorOptions(kF64), &g).requires_grad_(true);
+    Tensor w2 = randn({4, 5}, TensorOptions(kF64), &g).requires_grad_(true);
+    auto r = testing::gradcheck(
+        [](const TensorList& in) {
+          const TensorList y = linears(in[0], {in[1], in[3]}, {in[2], Tensor()});
+          return add(sum(mul(y[0], y[0])), sum(y[1]));
+        },
+        {x, w1, b1, w2});
+    INFO(r.message);
+    CHECK(r.ok);
+  }
+  SECTION("bad input names the op and what is wrong") {
+    Tensor x = zeros({3, 4});
+    REQUIRE_THROWS_WITH(linears(x, {}, {}), Catch::Contains("linears") && Catch::Contains("at least one weight"));
+    REQUIRE_THROWS_WITH(linears(x, {zeros({2, 4})}, {}), Catch::Contains("one bias"));
+    REQUIRE_THROWS_WITH(linears(x, {zeros({2, 4}), zeros({2, 5})}, {Tensor(), Tensor()}),
+                        Catch::Contains("weight must be [N, K]") && Catch::Contains("{2, 5}"));
+  }
+}

@@ -172,11 +172,12 @@ Tensor CausalLongShortAttention::forward(const Tensor& x, const AttentionArgs& a
     check_same_dtype(kName, {&x, &t});
   }
 
-  // Steps 1, 7: q̂ = split_heads(X W_q)·e^{-1/2}.
-  Tensor q = mul(split_heads(proj_query->forward(x), h), 1.0 / std::sqrt(double(e)));
-  // Step 3: the block's keys and values, projected once for the window (step 4) and the block
-  // compression (step 5).
-  Tensor kb = proj_key->forward(x), vb = proj_val->forward(x);
+  // Steps 1, 7: q̂ = split_heads(X W_q)·e^{-1/2}. Step 3: the block's keys and values,
+  // projected once for the window (step 4) and the block compression (step 5). One op for the
+  // three projections of x: their gradients for x sum in one buffer.
+  const TensorList qkv = forward_linears(x, {proj_query.get(), proj_key.get(), proj_val.get()});
+  Tensor q = mul(split_heads(qkv[0], h), 1.0 / std::sqrt(double(e)));
+  Tensor kb = qkv[1], vb = qkv[2];
   // Steps 2, 5, 6: compressed keys/values, memory chunks first.
   Compressed mem = compress_memory(xm);
   Compressed blk = compress_projected(kb, vb, chunk_scores(x));

@@ -73,9 +73,11 @@ Tensor FullAttention::forward(const Tensor& x, const AttentionArgs& args) {
   check_self_attention_args("FullAttention", x, options_.dim, args);
   const int64_t B = x.size(0), n = x.size(1), h = options_.heads, e = head_dim();
 
-  Tensor q = split_heads(mul(W_q->forward(x), 1.0 / std::sqrt(double(e))), h);  // [B, h, n, e]
-  Tensor k = split_heads(W_k->forward(x), h);                                     // [B, h, n, e]
-  Tensor v = split_heads(W_v->forward(x), h);                                     // [B, h, n, e]
+  // One op for the three projections of x: their gradients for x sum in one buffer.
+  const TensorList qkv = forward_linears(x, {W_q.get(), W_k.get(), W_v.get()});
+  Tensor q = split_heads(mul(qkv[0], 1.0 / std::sqrt(double(e))), h);  // [B, h, n, e]
+  Tensor k = split_heads(qkv[1], h);                                     // [B, h, n, e]
+  Tensor v = split_heads(qkv[2], h);                                     // [B, h, n, e]
 
   Tensor logits = matmul(q, k.transpose(2, 3));  // [B, h, n, n]
   // Which (query t, key j) pairs take part: both real (padding), and j ≤ t (causal). A padded

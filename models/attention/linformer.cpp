@@ -79,9 +79,11 @@ Tensor LinformerAttention::forward(const Tensor& x, const AttentionArgs& args) {
       << x.size(1);
   const int64_t B = x.size(0), n = x.size(1), h = options_.heads, e = head_dim();
 
-  Tensor q = split_heads(mul(W_q->forward(x), 1.0 / std::sqrt(double(e))), h);  // [B, h, n, e]
-  Tensor k = split_heads(W_k->forward(x), h);                                     // [B, h, n, e]
-  Tensor v = split_heads(W_v->forward(x), h);                                     // [B, h, n, e]
+  // One op for the three projections of x: their gradients for x sum in one buffer.
+  const TensorList qkv = forward_linears(x, {W_q.get(), W_k.get(), W_v.get()});
+  Tensor q = split_heads(mul(qkv[0], 1.0 / std::sqrt(double(e))), h);  // [B, h, n, e]
+  Tensor k = split_heads(qkv[1], h);                                     // [B, h, n, e]
+  Tensor v = split_heads(qkv[2], h);                                     // [B, h, n, e]
   Tensor query_real;  // [B, 1, n, 1] bool, true for real queries
   if (args.mask.defined()) {
     // Padded tokens contribute nothing to the projected keys and values.

@@ -96,17 +96,19 @@ Tensor LongShortAttention::forward(const Tensor& x, const AttentionArgs& args) {
   }
   const double scale = 1.0 / std::sqrt(double(e));
 
+  // Steps 1–3's projections of x as one op: their gradients for x are summed in one buffer.
+  const TensorList proj = project(x);
   // Steps 1–2: queries; LN_L-normalised keys and values, as head views of the token-major
   // [B, n, d] outputs (no copies). The fused core reads them in place and writes the context in
   // q's layout, so merge_heads(context) below is a view too, and their gradients come back in
   // the same layouts and pass to the Linears and LN_L without transposing copies.
-  Tensor q = split_heads(mul(W_q->forward(x), scale), h);
-  Tensor k = split_heads(dual_ln_l->forward(W_k->forward(x)), h);
-  Tensor v = split_heads(dual_ln_l->forward(W_v->forward(x)), h);
+  Tensor q = split_heads(mul(proj[0], scale), h);
+  Tensor k = split_heads(dual_ln_l->forward(proj[1]), h);
+  Tensor v = split_heads(dual_ln_l->forward(proj[2]), h);
   // Step 3's logits [B, n, h·r], padding −∞.
   Tensor logits;
   if (o.rank > 0) {
-    logits = dconv_fc->forward(x);
+    logits = proj[3];
     if (mask.defined()) {
       // Padding as an additive [B, n, 1] bias of 0 / −∞ (x + 0 = x exactly): unlike masked_fill
       // on the [B, n, h·r] logits, its backward is the identity, no pass over the gradient (the
@@ -141,18 +143,23 @@ Tensor LongShortAttention::forward_packed(const Tensor& x, const PackedSequences
   const double scale = 1.0 / std::sqrt(double(e));
   // Steps 1–2 on the T real rows, then into the head layout (one copy each, as the padded path's
   // .contiguous()), padding zero.
-  Tensor q = unpack_sequences(mul(W_q->forward(x), scale), packed, h);
-  Tensor k = unpack_sequences(dual_ln_l->forward(W_k->forward(x)), packed, h);
-  Tensor v = unpack_sequences(dual_ln_l->forward(W_v->forward(x)), packed, h);
+  const TensorList proj = project(x);
+  Tensor q = unpack_sequences(mul(proj[0], scale), packed, h);
+  Tensor k = unpack_sequences(dual_ln_l->forward(proj[1]), packed, h);
+  Tensor v = unpack_sequences(dual_ln_l->forward(proj[2]), packed, h);
   // Step 3's logits: −∞ at padding, so its softmax over the tokens gives padding p = 0.
   Tensor logits;
-  if (o.rank > 0)
-    logits = unpack_sequences(dconv_fc->forward(x), packed, 0, -std::numeric_limits<double>::infinity());
+  if (o.rank > 0) logits = unpack_sequences(proj[3], packed, 0, -std::numeric_limits<double>::infinity());
   Tensor oc;
   Tensor context = attend(q, k, v, logits, packed.mask, args.cls, &oc);  // [B, h, n, e]
   Tensor rows = pack_sequences(context, packed, h);                      // [T, d]
   if (args.cls.defined()) rows = cat({merge_heads(oc).view({B, o.dim}), rows}, 0);  // [B + T, d]
   return W_o->forward(rows);
+}
+
+TensorList LongShortAttention::project(const Tensor& x) {
+  if (dconv_fc) return forward_linears(x, {W_q.get(), W_k.get(), W_v.get(), dconv_fc.get()});
+  return forward_linears(x, {W_q.get(), W_k.get(), W_v.get()});
 }
 
 Tensor LongShortAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& proj_logits,

@@ -68,6 +68,8 @@ class LongShortAttention : public Attention {
   std::shared_ptr<LayerNorm> dual_ln_s, dual_ln_l;
 
  private:
+  // x's projections by W_q, W_k, W_v and (r > 0) dconv_fc, as one op (nn::forward_linears).
+  TensorList project(const Tensor& x);
   // Steps 3–13 from the projected tensors: q, k, v [B, h, n, e] (q scaled, k and v after LN_L,
   // zero or anything at padding), proj_logits [B, n, h·r] (padding −∞) or undefined (r = 0),
   // mask [B, n] or undefined, cls [B, 1, d] or undefined → context [B, h, n, e]; with a CLS,

@@ -56,4 +56,15 @@ std::string Linear::extra_repr() const {
   return os.str();
 }
 
+TensorList forward_linears(const Tensor& x, std::initializer_list<Linear*> layers) {
+  TensorList weights, biases;
+  for (Linear* layer : layers) {
+    LSF_CHECK(layer != nullptr) << "forward_linears: a layer is null";
+    layer->check_input(x);
+    weights.push_back(layer->weight);
+    biases.push_back(layer->bias);
+  }
+  return linears(x, weights, biases);
+}
+
 }  // namespace lsf::nn

@@ -6,6 +6,7 @@
 // U(±1/√in_features), and bias U(±1/√in_features).
 #pragma once
 
+#include <initializer_list>
 #include <string>
 
 #include "lsformer/models/nn/layer.h"
@@ -33,8 +34,14 @@ class Linear : public Layer {
   Tensor bias;    // [out_features] or undefined
 
  private:
+  friend TensorList forward_linears(const Tensor& x, std::initializer_list<Linear*> layers);
   void check_input(const Tensor& x) const;
   int64_t in_features_, out_features_;
 };
+
+// layers[i]->forward(x) for every layer, as one op (lsf::linears, ops/matmul.h): the same
+// outputs, and x's gradient summed into one buffer as each layer's product is stored instead of
+// autograd adding up one gradient per layer (an attention's query, key and value projections).
+TensorList forward_linears(const Tensor& x, std::initializer_list<Linear*> layers);
 
 }  // namespace lsf::nn
