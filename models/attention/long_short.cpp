@@ -180,17 +180,17 @@ Tensor LongShortAttention::attend(const Tensor& q, const Tensor& k, const Tensor
   }
   if (r > 0) {
     Tensor p = softmax(proj_logits, 1).view({B, n, h, r}).permute({0, 2, 3, 1});  // P [B, h, r, n]
-    // P·K and P·V as one product of P (broadcast) with the stack [K, V]: dP is then a single
-    // GEMM written straight in P's memory layout (matmul sums over the broadcast dim), so no
-    // autograd sum of two dP's and no transposing copy before the softmax backward. The stack
-    // keeps k's layout: for head views of token-major [B, n, d] tensors (the padded path) it is
-    // [B, n, 2, d] memory, so the gradient slices it hands back to k and v are token-major like
-    // the fused core's dk, dv, and autograd sums them without transposing.
+    // P·K and P·V as one product of P with [K | V], a head's keys and values side by side: dP is
+    // then one GEMM over 2e columns written straight in P's memory layout (no autograd sum of two
+    // dP's, no transposing copy before the softmax backward), and the products are 2e wide. The
+    // stack keeps k's layout: for head views of token-major [B, n, d] tensors (the padded path)
+    // it is [B, n, h, 2, e] memory, so the gradient slices it hands back to k and v are
+    // token-major like the fused core's dk, dv, and autograd sums them without transposing.
     const bool token_major = k.stride(1) < k.stride(2) && v.stride(1) < v.stride(2);
-    Tensor kv = token_major ? stack({merge_heads(k), merge_heads(v)}, 2).view({B, n, 2, h, e}).permute({0, 3, 2, 1, 4})
-                            : stack({k, v}, 2);                  // [B, h, 2, n, e]
-    Tensor kvb = matmul(p.unsqueeze(2), kv);                 // [B, h, 2, r, e]
-    Tensor kb = kvb.select(2, 0), vb = kvb.select(2, 1);   // [B, h, r, e]
+    Tensor kv = token_major ? stack({k.transpose(1, 2), v.transpose(1, 2)}, 3).view({B, n, h, 2 * e}).transpose(1, 2)
+                            : stack({k, v}, 3).view({B, h, n, 2 * e});  // [B, h, n, 2e]
+    Tensor kvb = matmul(p, kv);                                           // [B, h, r, 2e]
+    Tensor kb = kvb.narrow(3, 0, e), vb = kvb.narrow(3, e, e);            // [B, h, r, e]
     kbar_parts.push_back(kb);
     vbar_parts.push_back(vb);
     if (capturing(this)) {
