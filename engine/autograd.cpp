@@ -314,7 +314,8 @@ void run_backward(const TensorList& roots, const TensorList& grads, bool retain_
 
   // 2. Gradient buffers, one slot per node output; a slot is copied before it is first added
   //    to, because the first contribution may be a tensor another node also received, unless
-  //    by then the slot holds the only handle to it (exclusively_held).
+  //    by then the slot holds the only handle to it (exclusively_held), or the second
+  //    contribution is held by no one else: then the first is added into the second.
   struct Buffer {
     TensorList grads;
     std::vector<bool> owned;
@@ -335,8 +336,19 @@ void run_backward(const TensorList& roots, const TensorList& grads, bool retain_
       b.grads[slot] = g;
     } else {
       if (!b.owned[slot]) {
-        if (!exclusively_held(b.grads[slot], /*any_dense_layout=*/true)) b.grads[slot] = owned_copy(b.grads[slot]);
         b.owned[slot] = true;
+        if (!exclusively_held(b.grads[slot], /*any_dense_layout=*/true)) {
+          if (exclusively_held(g, /*any_dense_layout=*/true)) {
+            // The slot's gradient is seen elsewhere (a slice of a larger gradient, say) but the
+            // incoming one is not: add the first into the second, instead of copying the first
+            // to add the second (the same sum: IEEE addition commutes).
+            Tensor first = std::move(b.grads[slot]);
+            b.grads[slot] = g;
+            add_inplace_kernel(g.device(), b.grads[slot], first);
+            return;
+          }
+          b.grads[slot] = owned_copy(b.grads[slot]);
+        }
       }
       add_inplace_kernel(g.device(), b.grads[slot], g);
     }

@@ -180,6 +180,39 @@ TEST_CASE("a gradient nobody else holds is summed in place, without a copy", "[a
   CHECK(two_consumers == one_consumer);
 }
 
+TEST_CASE("a held gradient meeting a fresh one is added into the fresh one, without a copy", "[autograd]") {
+  // Two consumers of y: one returns a tensor this test holds (as a slice of a larger gradient is
+  // seen by others), the other a fresh one. Whichever reaches y's slot first, the sum goes into
+  // the fresh one: no more copies than with two fresh gradients, the held one unchanged.
+  auto consumers = [](const Tensor& y, const Tensor& held, bool held_first) {
+    TensorList outs;
+    for (int i = 0; i < 2; ++i) {
+      const bool returns_held = held.defined() && (i == 0) == held_first;
+      Tensor out = empty({3}, y.options());
+      {
+        NoGradGuard no_grad;
+        out.copy_(y);
+      }
+      autograd::record("consumer", {y}, {out}, [=](const TensorList&, const autograd::NeedsGrad&) -> TensorList {
+        return {returns_held ? held : tensor(std::vector<double>{1, 2, 3})};
+      });
+      outs.push_back(out);
+    }
+    return add(sum(outs[0]), sum(outs[1]));
+  };
+  Tensor x0 = zeros({3}, TensorOptions(kF64)).requires_grad_(true);
+  const int64_t both_fresh = copies_in_backward(consumers(mul(x0, 1.0), Tensor(), false));
+  test::check_equal<double>(x0.grad(), {3}, {2, 4, 6});
+  for (bool held_first : {true, false}) {
+    INFO("the held gradient is the first consumer's: " << held_first);
+    Tensor held = tensor(std::vector<double>{10, 20, 30});
+    Tensor x = zeros({3}, TensorOptions(kF64)).requires_grad_(true);
+    CHECK(copies_in_backward(consumers(mul(x, 1.0), held, held_first)) == both_fresh);
+    test::check_equal<double>(x.grad(), {3}, {11, 22, 33});
+    test::check_equal<double>(held, {3}, {10, 20, 30});
+  }
+}
+
 TEST_CASE("a gradient in a permuted dense layout is summed in place, a leaf's .grad stays contiguous", "[autograd]") {
   // Two consumers of y whose backwards return fresh [2, 3] gradients, laid out column-major (as
   // a kernel writes the gradient of a head-split view in that view's layout) or row-major: the
