@@ -71,12 +71,15 @@ Tensor cat(const TensorList& tensors, int64_t dim) {
   }
 
   autograd::record("cat", tensors, {out}, [d, sizes](const TensorList& g, const NeedsGrad& needs) -> TensorList {
-    // dout [.., sum(sizes), ..] → dx_i = its slab along d; a view, copied only when strided
-    // (any d but the first non-trivial one) so that later kernels see contiguous gradients.
+    // dout [.., sum(sizes), ..] → dx_i = its slab along d, a view (strided for any d but the
+    // first non-trivial one): as for a permute's gradient, the ops that need contiguous
+    // gradients make them so, and a gradient sum adds the slab into the other contribution
+    // rather than copying it (engine/autograd.cpp). Copying every slab here cost the long-short
+    // layer two activation-sized copies per call for the slices of its [K | V] stack.
     TensorList dx(sizes.size());
     int64_t at = 0;
     for (size_t i = 0; i < sizes.size(); ++i) {
-      if (needs[i]) dx[i] = g[0].narrow(d, at, sizes[i]).contiguous();
+      if (needs[i]) dx[i] = g[0].narrow(d, at, sizes[i]);
       at += sizes[i];
     }
     return dx;
