@@ -2,10 +2,13 @@
 //
 // None of these needs a kernel of its own: cat and pad copy each input into a narrow()ed view
 // of a fresh output with the engine's strided copy_kernel (a memcpy when both sides are
-// contiguous, e.g. cat along dim 0), and split is narrow().
+// contiguous, e.g. cat along dim 0), and split's pieces are narrow()s of x, with one backward
+// node for all of them.
 #include "lsformer/ops/shape.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "lsformer/engine/autograd.h"
 #include "lsformer/engine/core_kernels.h"
@@ -32,6 +35,37 @@ void check_list(const char* op, const TensorList& tensors) {
         << " but tensor 0 (shape " << first.shape() << ") is on " << first.device()
         << "; move them with to(device) first";
   }
+}
+
+// Views of x's pieces of `sizes` along d, recorded as the outputs of one node: its backward
+// writes every piece's gradient into one x-sized buffer. Pieces recorded as separate narrow()s
+// would each scatter into a zero-filled x-sized gradient of its own, which autograd then adds up
+// (a qkv projection split three ways: three fills, three scatters and two adds of three times
+// each piece's size, instead of one pass).
+TensorList split_views(const Tensor& x, int64_t d, const std::vector<int64_t>& sizes) {
+  TensorList pieces;
+  pieces.reserve(sizes.size());
+  {
+    NoGradGuard no_grad;
+    int64_t at = 0;
+    for (int64_t s : sizes) {
+      pieces.push_back(x.narrow(d, at, s));
+      at += s;
+    }
+  }
+  if (!autograd::any_requires_grad({&x})) return pieces;
+  const Shape shape = x.shape();
+  autograd::record("split", {x}, pieces, [shape, d, sizes](const TensorList& g, const NeedsGrad&) -> TensorList {
+    Tensor dx = empty(shape, g[0].options());  // every element is some piece's
+    NoGradGuard no_grad;
+    int64_t at = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      if (sizes[i] > 0 && g[i].numel() > 0) copy_kernel(dx.device(), dx.narrow(d, at, sizes[i]), g[i]);
+      at += sizes[i];
+    }
+    return {dx};
+  });
+  return pieces;
 }
 
 }  // namespace
@@ -113,13 +147,9 @@ TensorList split(const Tensor& x, int64_t split_size, int64_t dim) {
       << x.shape();
   // An empty dimension still yields one (empty) piece, as in PyTorch.
   const int64_t pieces = size == 0 ? 1 : (size + split_size - 1) / split_size;
-  TensorList out;
-  out.reserve(pieces);
-  for (int64_t i = 0; i < pieces; ++i) {
-    int64_t start = i * split_size;
-    out.push_back(x.narrow(d, start, std::min(split_size, size - start)));
-  }
-  return out;
+  std::vector<int64_t> sizes;
+  for (int64_t i = 0; i < pieces; ++i) sizes.push_back(std::min(split_size, size - i * split_size));
+  return split_views(x, d, sizes);
 }
 
 TensorList split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
@@ -134,14 +164,7 @@ TensorList split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim
   LSF_CHECK(total == x.shape()[d])
       << "split: sizes " << sizes << " sum to " << total << " but dimension " << d
       << " of shape " << x.shape() << " has size " << x.shape()[d];
-  TensorList out;
-  out.reserve(sizes.size());
-  int64_t at = 0;
-  for (int64_t s : sizes) {
-    out.push_back(x.narrow(d, at, s));
-    at += s;
-  }
-  return out;
+  return split_views(x, d, sizes);
 }
 
 Tensor pad(const Tensor& x, const std::vector<int64_t>& padding, double value) {

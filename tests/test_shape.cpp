@@ -4,6 +4,7 @@
 // Forward values are pure copies (or the pad value), so they must match exactly; so must the
 // gradients, which are copies of slices of the upstream gradient.
 #include "helpers.h"
+#include "lsformer/engine/profiler.h"
 
 using namespace lsf;
 using test::fixture_tensor;
@@ -215,6 +216,26 @@ TEST_CASE("cat and stack reject bad input naming the op and shapes", "[shape]") 
   CHECK_THROWS_WITH(stack({a, b}), Catch::Contains("stack") && Catch::Contains("{2, 3}") && Catch::Contains("{2, 4}"));
   CHECK_THROWS_WITH(stack({a, a}, 3), Catch::Contains("stack") && Catch::Contains("dimension 3"));
   CHECK_THROWS_WITH(stack({a, zeros({2, 3}, kI64)}), Catch::Contains("stack") && Catch::Contains("i64"));
+}
+
+TEST_CASE("split's pieces share one backward: their gradients land in one buffer", "[shape]") {
+  // One node for all pieces: x's gradient is one buffer each piece's gradient is copied into
+  // (no zero-filled x-sized gradient per piece, no adds); a piece that gets no gradient is zero.
+  Tensor x = randn({4, 9}, TensorOptions(kF64)).requires_grad_(true);
+  TensorList p = split(x, 3, 1);
+  Tensor loss = add(sum(mul(p[0], 2.0)), sum(mul(p[2], 3.0)));
+  profiler::enable();
+  profiler::reset();
+  loss.backward();
+  profiler::disable();
+  int64_t adds = 0;
+  for (const profiler::OpStat& op : profiler::snapshot().ops)
+    if (op.name == std::string("add_inplace_kernel")) adds += op.calls;
+  CHECK(adds == 0);
+  std::vector<double> expect;
+  for (int64_t r = 0; r < 4; ++r)
+    for (int64_t c = 0; c < 9; ++c) expect.push_back(c < 3 ? 2.0 : c < 6 ? 0.0 : 3.0);
+  test::check_equal<double>(x.grad(), {4, 9}, expect);
 }
 
 TEST_CASE("split and pad reject bad input naming the op and shapes", "[shape]") {
