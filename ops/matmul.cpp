@@ -271,6 +271,9 @@ TensorList linears(const Tensor& x, const TensorList& weights, const TensorList&
   LSF_CHECK(!weights.empty() && biases.size() == weights.size())
       << name << ": expected one bias (or an undefined tensor) per weight and at least one weight, got "
       << weights.size() << " weights and " << biases.size() << " biases";
+  LSF_CHECK(x.defined() && x.dim() >= 2) << name << ": x must be [*, rows, K] (at least 2-D), got "
+                                         << (x.defined() ? "shape " : "an undefined tensor")
+                                         << (x.defined() ? x.shape() : Shape{}) << " (use linear for a 1-D x)";
   TensorList outs;
   TensorList inputs{x};  // x, then each weight and its bias (when defined): the node's inputs
   std::vector<int64_t> bias_input(weights.size(), -1);

@@ -327,6 +327,8 @@ TEST_CASE("linears: two layers give x's gradient bit for bit, f64 gradient check
     Tensor x = zeros({3, 4});
     REQUIRE_THROWS_WITH(linears(x, {}, {}), Catch::Contains("linears") && Catch::Contains("at least one weight"));
     REQUIRE_THROWS_WITH(linears(x, {zeros({2, 4})}, {}), Catch::Contains("one bias"));
+    REQUIRE_THROWS_WITH(linears(zeros({4}), {zeros({2, 4})}, {Tensor()}), Catch::Contains("at least 2-D") && Catch::Contains("{4}"));
+    REQUIRE_THROWS_WITH(linears(Tensor(), {zeros({2, 4})}, {Tensor()}), Catch::Contains("linears") && Catch::Contains("undefined"));
     REQUIRE_THROWS_WITH(linears(x, {zeros({2, 4}), zeros({2, 5})}, {Tensor(), Tensor()}),
                         Catch::Contains("weight must be [N, K]") && Catch::Contains("{2, 5}"));
   }
