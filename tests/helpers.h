@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <lsformer/lsformer.h>
+#include <lsformer/engine/profiler.h>
 
 namespace lsf::test {
 
@@ -118,6 +119,20 @@ inline Tensor fixture_leaf(const nlohmann::json& c, const std::string& name) {
 inline Tensor grad_input(const Shape& shape, uint64_t seed) {
   Generator g(seed);
   return randn(shape, TensorOptions(kF64), &g).requires_grad_(true);
+}
+
+// Calls of one backend kernel (its kernel-table name, e.g. "copy_kernel") during
+// loss.backward(), counted by the profiler: how tests check that a backward makes no extra
+// passes (copies, gradient sums).
+inline int64_t kernel_calls_in_backward(const Tensor& loss, const std::string& kernel) {
+  profiler::enable();
+  profiler::reset();
+  loss.backward();
+  profiler::disable();
+  int64_t calls = 0;
+  for (const profiler::OpStat& op : profiler::snapshot().ops)
+    if (op.name == kernel) calls += op.calls;
+  return calls;
 }
 
 }  // namespace lsf::test

@@ -155,17 +155,7 @@ TEST_CASE("gradient sums never write into a gradient someone else holds", "[auto
 }
 
 namespace {
-// copy_kernel calls of one backward, counted by the profiler.
-int64_t copies_in_backward(const Tensor& loss) {
-  profiler::enable();
-  profiler::reset();
-  loss.backward();
-  profiler::disable();
-  int64_t copies = 0;
-  for (const profiler::OpStat& op : profiler::snapshot().ops)
-    if (op.name == "copy_kernel") copies += op.calls;
-  return copies;
-}
+int64_t copies_in_backward(const Tensor& loss) { return test::kernel_calls_in_backward(loss, "copy_kernel"); }
 }  // namespace
 
 TEST_CASE("a gradient nobody else holds is summed in place, without a copy", "[autograd]") {
