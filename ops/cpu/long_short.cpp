@@ -159,7 +159,7 @@ inline constexpr int kBlockVectors = Bytes == 16 ? 2 : 3;
 // of step k).
 template <typename T, int Bytes, int RB, int CV, typename Scalar, typename Vectors>
 LSF_VECTOR_INLINE void fma_block(typename Simd<T, Bytes>::V (&acc)[RB][CV], int64_t steps, Scalar scalar,
-                             Vectors vectors) {
+                                 Vectors vectors) {
   using S = Simd<T, Bytes>;
   for (int64_t k = 0; k < steps; ++k) {
     typename S::V x[CV];
@@ -222,7 +222,7 @@ LSF_VECTOR_INLINE void tile_products(T* out, const T* a, int64_t lda, const T* b
 // the sum over i in order.
 template <typename T, int Bytes, int RB>
 LSF_VECTOR_INLINE void combine_query_rows(T* out, int64_t ldo, const T* w, int64_t ld, const T* const* rows, int64_t m,
-                                      int64_t e) {
+                                          int64_t e) {
   const int64_t f = vector_blocks<T, Bytes>(e, [&]<int CV>(int64_t f0) LSF_VECTOR_LAMBDA {
     typename Simd<T, Bytes>::V acc[RB][CV] = {};
     fma_block<T, Bytes, RB, CV>(
@@ -239,7 +239,7 @@ LSF_VECTOR_INLINE void combine_query_rows(T* out, int64_t ldo, const T* w, int64
 
 template <typename T, int Bytes>
 LSF_VECTOR_INLINE void combine_rows(T* out, int64_t ldo, int64_t nq, const T* w, int64_t ld, const T* const* rows,
-                                int64_t m, int64_t e) {
+                                    int64_t m, int64_t e) {
   constexpr int RB = kBlockRows<Bytes>;
   int64_t qi = 0;
   for (; qi + RB <= nq; qi += RB)
@@ -273,7 +273,7 @@ LSF_VECTOR_INLINE void outer_rows(T* dst, const T* w, int64_t ld, const T* a, in
 
 template <typename T, int Bytes>
 LSF_VECTOR_INLINE void accumulate_outer(T* dst, const T* w, int64_t ld, const T* a, int64_t lda, int64_t nq, int64_t m,
-                                    int64_t e) {
+                                        int64_t e) {
   constexpr int RB = kBlockRows<Bytes>;
   int64_t i = 0;
   for (; i + RB <= m; i += RB) outer_rows<T, Bytes, RB>(dst + i * e, w + i, ld, a, lda, nq, e);
@@ -362,8 +362,8 @@ LSF_VECTOR_INLINE T softmax_row(T* lg, const uint8_t* valid, int64_t R, int64_t 
 // index of slot 0 of the first row. Compiled per ISA (the helpers inline into each clone).
 template <typename T, int Bytes>
 LSF_VECTOR_INLINE void forward_segment_body(const Dims& d, Scratch<T>& sc, const T* qs, int64_t lq, const uint8_t* mb,
-                                        T* os, int64_t lo, T* lses, int64_t t0, uint64_t drop_base,
-                                        const LongShortDropout& drop) {
+                                            T* os, int64_t lo, T* lses, int64_t t0, uint64_t drop_base,
+                                            const LongShortDropout& drop) {
   const int64_t S = d.S(), e = d.e;
   tile_products<T, Bytes>(sc.lg.data(), qs, lq, sc.kt.data(), d.seg, e, sc.ld);
   for (int64_t qi = 0; qi < d.seg; ++qi) {
@@ -389,9 +389,9 @@ LSF_VECTOR_INLINE void forward_segment_body(const Dims& d, Scratch<T>& sc, const
 // lses [seg].
 template <typename T, int Bytes>
 LSF_VECTOR_INLINE void backward_segment_body(const Dims& d, Scratch<T>& sc, const T* qs, int64_t lq, const T* gs,
-                                         int64_t lg, const uint8_t* mb, const T* lses, int64_t t0,
-                                         uint64_t drop_base, const LongShortDropout& drop, T* dqs, int64_t ldq, T* pk,
-                                         T* pv, T* bk, T* bv) {
+                                             int64_t lg, const uint8_t* mb, const T* lses, int64_t t0,
+                                             uint64_t drop_base, const LongShortDropout& drop, T* dqs, int64_t ldq,
+                                             T* pk, T* pv, T* bk, T* bv) {
   const int64_t S = d.S(), e = d.e;
   const bool dropout = drop.threshold != 0 || drop.scale != 1.0;
   tile_products<T, Bytes>(sc.lg.data(), qs, lq, sc.kt.data(), d.seg, e, sc.ld);  // logits
