@@ -31,24 +31,6 @@ namespace {
 
 constexpr int64_t kFlushRows = 64;
 
-// Σ_i f(i) over the whole vectors i = 0, W, 2W … < nv (f returns a vector): four interleaved
-// accumulators, so a 64-wide row's sum is not one chain of dependent adds, combined pairwise
-// and folded in registers (ops/cpu/vector_kernels.h).
-template <typename T, int Bytes, typename F>
-LSF_VECTOR_INLINE T sum_vectors(int64_t nv, F&& f) {
-  using S = Simd<T, Bytes>;
-  typename S::V acc[4] = {};
-  int64_t i = 0;
-  for (; i + 4 * S::W <= nv; i += 4 * S::W) {
-    acc[0] += f(i);
-    acc[1] += f(i + S::W);
-    acc[2] += f(i + 2 * S::W);
-    acc[3] += f(i + 3 * S::W);
-  }
-  for (int j = 0; i < nv; i += S::W, ++j) acc[j] += f(i);  // at most three left
-  return fold_sum<T, Bytes>((acc[0] + acc[1]) + (acc[2] + acc[3]));
-}
-
 // y, x [rows, n]; mean, rstd [rows]; w, b [n] or null. Rows [begin, end).
 template <typename T, int Bytes, bool HasW, bool HasB>
 LSF_VECTOR_INLINE void forward_rows_body(std::bool_constant<HasW>, std::bool_constant<HasB>, T* y, T* mean, T* rstd,
@@ -145,6 +127,7 @@ LSF_VECTOR_INLINE void backward_rows_body(std::bool_constant<HasW>, std::bool_co
     }
     if constexpr (Params) {
       if ((r - begin) % kFlushRows == kFlushRows - 1 || r == end - 1) {
+#pragma omp simd
         for (int64_t i = 0; i < 2 * n; ++i) {
           acc[i] += double(tile[i]);
           tile[i] = 0;

@@ -109,6 +109,25 @@ LSF_VECTOR_INLINE T vector_dot(const T* x, const T* y, int64_t n) {
   return out;
 }
 
+// Σ_i f(i) over the whole vectors i = 0, W, 2W … < nv (f returns a vector): four interleaved
+// accumulators, so a 64-wide row's sum is not one chain of dependent adds, combined pairwise
+// and folded in registers (layer norm; vector_sum above keeps the long-short kernel's one
+// accumulator and so its bits).
+template <typename T, int Bytes, typename F>
+LSF_VECTOR_INLINE T sum_vectors(int64_t nv, F&& f) {
+  using S = Simd<T, Bytes>;
+  typename S::V acc[4] = {};
+  int64_t i = 0;
+  for (; i + 4 * S::W <= nv; i += 4 * S::W) {
+    acc[0] += f(i);
+    acc[1] += f(i + S::W);
+    acc[2] += f(i + 2 * S::W);
+    acc[3] += f(i + 3 * S::W);
+  }
+  for (int j = 0; i < nv; i += S::W, ++j) acc[j] += f(i);  // at most three left
+  return fold_sum<T, Bytes>((acc[0] + acc[1]) + (acc[2] + acc[3]));
+}
+
 // LSF_PER_VECTOR_LEVEL(name) defines name<T>(args...), which calls name_body<T, Bytes>(args...)
 // compiled once per x86-64 level with that level's vector width (AVX-512: 64 bytes, AVX2: 32,
 // baseline SSE2: 16), the widest the CPU runs picked once at run time (vector_level()).
