@@ -11,6 +11,7 @@
 //     masked_fill and the CUDA softmax kernels.
 //   - bias_gelu: on a GPU it runs its composition gelu(add(x, bias)) (ops/unary.h).
 //   - linear's fused bias: on a GPU linear runs add(matmul(x, weight.t()), bias) (ops/matmul.h).
+//   - linears' grouped products: on a GPU each layer runs linear's products (ops/matmul.h).
 #include "lsformer/engine/device.h"
 #include "lsformer/ops/batch_norm.h"
 #include "lsformer/ops/kernels/batch_norm.h"
@@ -43,5 +44,8 @@ LSF_MARK_UNSUPPORTED(bias_gelu_forward_kernel, DeviceType::CUDA);
 LSF_MARK_UNSUPPORTED(bias_gelu_backward_kernel, DeviceType::CUDA);
 LSF_MARK_UNSUPPORTED(linear_forward_kernel, DeviceType::CUDA);
 LSF_MARK_UNSUPPORTED(linear_weight_grad_kernel, DeviceType::CUDA);
+LSF_MARK_UNSUPPORTED(linears_forward_kernel, DeviceType::CUDA);
+LSF_MARK_UNSUPPORTED(linears_input_grad_kernel, DeviceType::CUDA);
+LSF_MARK_UNSUPPORTED(linears_weight_grad_kernel, DeviceType::CUDA);
 
 }  // namespace lsf::cuda

@@ -26,6 +26,12 @@ LSF_DEFINE_KERNEL(linear_forward_kernel,
 LSF_DEFINE_KERNEL(linear_weight_grad_kernel,
                   bool(const Tensor& dweight, const Tensor& dbias, const Tensor& x, const Tensor& dy));
 
+LSF_DEFINE_KERNEL(linears_forward_kernel,
+                  bool(const TensorList& ys, const Tensor& x, const TensorList& weights, const TensorList& biases));
+LSF_DEFINE_KERNEL(linears_input_grad_kernel, bool(const Tensor& dx, const TensorList& dys, const TensorList& weights));
+LSF_DEFINE_KERNEL(linears_weight_grad_kernel, bool(const TensorList& dweights, const TensorList& dbiases,
+                                                   const Tensor& x, const TensorList& dys));
+
 bool is_gemm_operand(const Tensor& t) {
   if (t.dim() < 2) return false;
   const int64_t rows = t.size(-2), cols = t.size(-1);
@@ -210,18 +216,28 @@ bool fused_weight_grad(TensorList& grads, const Tensor& x, const Tensor& dy, boo
 
 }  // namespace
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  const char* name = "linear";
+namespace {
+
+// linear's arguments: x [*, K], weight [N, K], bias [N] or undefined, on one device, one dtype.
+void check_linear_args(const char* name, const Tensor& x, const Tensor& weight, const Tensor& bias) {
   check_operands(name, x, weight);
   LSF_CHECK(weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1))
       << name << ": weight must be [N, K] with K = x's last dimension; got x of shape " << x.shape()
       << " and weight of shape " << weight.shape();
-  if (!bias.defined()) return matmul(x, weight.t());
+  if (!bias.defined()) return;
   check_same_device(name, {&x, &bias});
   check_same_dtype(name, {&x, &bias});
   LSF_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0))
       << name << ": bias must be [N] with N = weight's first dimension; got bias of shape " << bias.shape()
       << " and weight of shape " << weight.shape();
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const char* name = "linear";
+  check_linear_args(name, x, weight, bias);
+  if (!bias.defined()) return matmul(x, weight.t());
   const Tensor x2 = rows_view(x);  // [rows, K]
   if (!x2.defined() || !linear_forward_kernel.implemented(x.device().type)) return add(matmul(x, weight.t()), bias);
 
@@ -266,6 +282,35 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return out;
 }
 
+namespace {
+
+// The grouped forward of linears (linears_forward_kernel): every output as linear's, each layer's
+// products counted; empty where the backend does not group these products.
+TensorList grouped_forward(const Tensor& x, const TensorList& weights, const TensorList& biases) {
+  if (!linears_forward_kernel.implemented(x.device().type)) return {};
+  const Tensor x2 = rows_view(x);  // [rows, K]
+  if (!x2.defined()) return {};
+  NoGradGuard no_grad;  // plumbing; the caller records the node
+  const int64_t rows = x2.size(0), K = x2.size(1);
+  TensorList ys, ws, bs;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    ys.push_back(empty({rows, weights[i].size(0)}, x.options()));
+    ws.push_back(gemm_operand(weights[i]));
+    bs.push_back(biases[i].defined() ? biases[i].contiguous() : Tensor());
+  }
+  if (rows == 0 || !linears_forward_kernel(x.device(), ys, x2, ws, bs)) return {};
+  TensorList outs;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    count_multiply_adds("matmul", rows * weights[i].size(0) * K);
+    Shape out_shape = x.shape();
+    out_shape.back() = weights[i].size(0);
+    outs.push_back(ys[i].view(out_shape));
+  }
+  return outs;
+}
+
+}  // namespace
+
 TensorList linears(const Tensor& x, const TensorList& weights, const TensorList& biases) {
   const char* name = "linears";
   LSF_CHECK(!weights.empty() && biases.size() == weights.size())
@@ -274,13 +319,14 @@ TensorList linears(const Tensor& x, const TensorList& weights, const TensorList&
   LSF_CHECK(x.defined() && x.dim() >= 2) << name << ": x must be [*, rows, K] (at least 2-D), got "
                                          << (x.defined() ? "shape " : "an undefined tensor")
                                          << (x.defined() ? x.shape() : Shape{}) << " (use linear for a 1-D x)";
-  TensorList outs;
+  for (size_t i = 0; i < weights.size(); ++i) check_linear_args("linear", x, weights[i], biases[i]);
+  TensorList outs = grouped_forward(x, weights, biases);
   TensorList inputs{x};  // x, then each weight and its bias (when defined): the node's inputs
   std::vector<int64_t> bias_input(weights.size(), -1);
   {
     NoGradGuard no_grad;  // each output is linear's; one node below records them all
     for (size_t i = 0; i < weights.size(); ++i) {
-      outs.push_back(linear(x, weights[i], biases[i]));
+      if (outs.size() < weights.size()) outs.push_back(linear(x, weights[i], biases[i]));
       inputs.push_back(weights[i]);
       if (biases[i].defined()) {
         bias_input[i] = int64_t(inputs.size());
@@ -289,7 +335,9 @@ TensorList linears(const Tensor& x, const TensorList& weights, const TensorList&
     }
   }
   if (!autograd::any_requires_grad(inputs)) return outs;
-  // As linear's backward, per layer; x's gradient accumulates all the layers' products.
+  // As linear's backward, per layer; x's gradient accumulates all the layers' products. Where
+  // the backend groups the layers' products (linears_input_grad_kernel,
+  // linears_weight_grad_kernel), the same results from one pass over x and its gradient.
   const bool weights_need_x = std::any_of(weights.begin(), weights.end(), [](const Tensor& w) { return w.requires_grad(); });
   SavedTensor saved_x = weights_need_x ? SavedTensor(x) : SavedTensor();
   std::vector<SavedTensor> saved_w;
@@ -305,25 +353,66 @@ TensorList linears(const Tensor& x, const TensorList& weights, const TensorList&
   const int64_t M = x.size(-2), K = x.size(-1);
   autograd::record(name, inputs, outs, [=](const TensorList& g, const NeedsGrad& needs) -> TensorList {
     TensorList grads(needs.size());
-    int64_t at = 1;  // the input index of layer i's weight
-    for (size_t i = 0; i < g.size(); ++i) {
-      const Tensor& w = saved_w[i].defined() ? saved_w[i].get() : Tensor();
-      const int64_t N = g[i].size(-1), wi = at, bi = bias_input[i];
-      at += bi >= 0 ? 2 : 1;
-      Tensor dy = g[i].reshape(with_matrix(batch, M, N));  // [*, M, N]
-      // dx [*, M, K] += dy · W: the first layer's product overwrites, the others add onto it.
-      if (needs[0]) {
-        if (!grads[0].defined()) grads[0] = empty_in_layout(x_shape, x_strides, g[i].options());
-        gemm_into(grads[0], dy, w, batch, i == 0 ? 0.0 : 1.0);
+    const size_t layers = g.size();
+    if (needs[0]) {
+      grads[0] = empty_in_layout(x_shape, x_strides, g[0].options());
+      // dx [*, M, K] = Σᵢ dyᵢ · Wᵢ: the first layer's product overwrites, the others add onto it.
+      bool grouped = false;
+      if (linears_input_grad_kernel.implemented(grads[0].device().type)) {
+        TensorList dys, ws;
+        for (size_t i = 0; i < layers; ++i) {
+          dys.push_back(rows_view(g[i]));
+          ws.push_back(gemm_operand(saved_w[i].get()));
+        }
+        const Tensor dx2 = rows_view(grads[0]);
+        grouped = dx2.defined() && dx2.size(0) > 0 &&
+                  std::all_of(dys.begin(), dys.end(), [](const Tensor& t) { return t.defined(); }) &&
+                  linears_input_grad_kernel(grads[0].device(), dx2, dys, ws);
       }
-      const bool need_w = needs[size_t(wi)], need_b = bi >= 0 && needs[size_t(bi)];
+      for (size_t i = 0; i < layers && !grouped; ++i)
+        gemm_into(grads[0], g[i].reshape(with_matrix(batch, M, g[i].size(-1))), saved_w[i].get(), batch,
+                  i == 0 ? 0.0 : 1.0);
+    }
+    // Each layer's input indices: weight at wi[i], bias at bi[i] (−1: none).
+    std::vector<int64_t> wi(layers);
+    for (size_t i = 0, at = 1; i < layers; ++i) {
+      wi[i] = int64_t(at);
+      at += bias_input[i] >= 0 ? 2 : 1;
+    }
+    // The weight and bias gradients of all layers in one pass over x where every layer wants
+    // its weight's and its bias's (if any), every weight is row-major and the backend groups them.
+    bool grouped = linears_weight_grad_kernel.implemented(g[0].device().type);
+    for (size_t i = 0; i < layers && grouped; ++i)
+      grouped = needs[size_t(wi[i])] && (bias_input[i] < 0 || needs[size_t(bias_input[i])]) && row_major[i];
+    if (grouped) {
+      const Tensor x2 = rows_view(saved_x.get());
+      TensorList dws, dbs, dys;
+      for (size_t i = 0; i < layers; ++i) {
+        dys.push_back(rows_view(g[i]));
+        dws.push_back(empty({g[i].size(-1), K}, g[i].options()));
+        dbs.push_back(bias_input[i] >= 0 ? empty({g[i].size(-1)}, g[i].options()) : Tensor());
+        grouped = grouped && dys.back().defined();
+      }
+      grouped = grouped && x2.defined() && linears_weight_grad_kernel(x2.device(), dws, dbs, x2, dys);
+      if (grouped) {
+        for (size_t i = 0; i < layers; ++i) {
+          grads[size_t(wi[i])] = dws[i];
+          if (bias_input[i] >= 0) grads[size_t(bias_input[i])] = dbs[i];
+        }
+        return grads;
+      }
+    }
+    for (size_t i = 0; i < layers; ++i) {
+      const int64_t N = g[i].size(-1), bi = bias_input[i];
+      Tensor dy = g[i].reshape(with_matrix(batch, M, N));  // [*, M, N]
+      const bool need_w = needs[size_t(wi[i])], need_b = bi >= 0 && needs[size_t(bi)];
       TensorList wb(3);
       if (need_w && need_b && fused_weight_grad(wb, saved_x.get(), g[i], row_major[i])) {
-        grads[size_t(wi)] = wb[1];
+        grads[size_t(wi[i])] = wb[1];
         grads[size_t(bi)] = wb[2];
         continue;
       }
-      if (need_w) grads[size_t(wi)] = product_grad_b(dy, saved_x.get(), {K, N}, wt_strides[i], batch).t();
+      if (need_w) grads[size_t(wi[i])] = product_grad_b(dy, saved_x.get(), {K, N}, wt_strides[i], batch).t();
       if (need_b) grads[size_t(bi)] = sum_to(g[i], {N});
     }
     return grads;

@@ -5,6 +5,8 @@
 // bit for bit, on both. f64 gradient checks; strided, column-major and empty operands; the same
 // bits on one thread and on all; bad input.
 #include <cmath>
+#include <functional>
+#include <map>
 #include <string>
 
 #include "helpers.h"
@@ -331,5 +333,44 @@ TEST_CASE("linears: two layers give x's gradient bit for bit, f64 gradient check
     REQUIRE_THROWS_WITH(linears(Tensor(), {zeros({2, 4})}, {Tensor()}), Catch::Contains("linears") && Catch::Contains("undefined"));
     REQUIRE_THROWS_WITH(linears(x, {zeros({2, 4}), zeros({2, 5})}, {Tensor(), Tensor()}),
                         Catch::Contains("weight must be [N, K]") && Catch::Contains("{2, 5}"));
+  }
+}
+
+TEST_CASE("linears groups its layers' products on the CPU: one kernel call for all layers each way", "[matmul][linear]") {
+  // The grouped kernels read x (and x's gradient) once for all layers; the test above holds
+  // their results to the separate layers' bits. Here: that they are the ones that run, and that
+  // a layer they do not take (more than 256 features: OpenBLAS's product) sends all layers back
+  // to the per-layer kernels.
+  const bool skinny = lsf::cpu::skinny_gemm_applies(700, 64, 64);  // false on a CPU without AVX2
+  Generator g(62);
+  auto kernel_calls = [](const std::function<void()>& body) {
+    profiler::enable();
+    profiler::reset();
+    body();
+    profiler::disable();
+    std::map<std::string, int64_t> calls;
+    for (const profiler::OpStat& op : profiler::snapshot().ops) calls[op.name] += op.calls;
+    return calls;
+  };
+  for (int64_t wide : {int64_t(48), int64_t(300)}) {
+    INFO("last layer's width " << wide);
+    const bool grouped = skinny && wide <= lsf::cpu::kSkinnyMaxN;
+    Tensor x = randn({2, 350, 64}, TensorOptions(kF32), &g).requires_grad_(true);
+    TensorList ws, bs;
+    for (int64_t n : {int64_t(64), int64_t(17), wide}) {
+      ws.push_back(randn({n, 64}, TensorOptions(kF32), &g).requires_grad_(true));
+      bs.push_back(n == 17 ? Tensor() : randn({n}, TensorOptions(kF32), &g).requires_grad_(true));
+    }
+    TensorList ys;
+    auto forward = kernel_calls([&] { ys = linears(x, ws, bs); });
+    CHECK(forward["linears_forward_kernel"] == 1);  // tried either way; declines the wide layer
+    CHECK(forward["linear_forward_kernel"] == (grouped ? 0 : 2));
+    Tensor loss = add(add(sum(mul(ys[0], ys[0])), sum(ys[1])), sum(ys[2]));
+    auto backward = kernel_calls([&] { loss.backward(); });
+    CHECK(backward["linears_input_grad_kernel"] == 1);
+    CHECK(backward["linears_weight_grad_kernel"] == 1);
+    if (grouped) CHECK(backward["gemm_kernel"] == 0);
+    else CHECK(backward["gemm_kernel"] >= 3);  // at least dx per layer
+    if (skinny && !grouped) CHECK(backward["gemm_kernel"] == 5);  // and dW for the 17-wide and the wide layer
   }
 }

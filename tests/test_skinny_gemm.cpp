@@ -220,3 +220,103 @@ TEST_CASE("skinny_gemm adds a bias as a separate add would, bit for bit, every v
   for_each_variant(check_bias<float>);
   for_each_variant(check_bias<double>);
 }
+
+// skinny_gemm_group: the products' bits are skinny_gemm's run one after the other, in every
+// variant, on one thread and on all, and inside a parallel region: products sharing a (a
+// Linear's x through several weights, both transposes of b, a bias on some), then products
+// summed into one c (beta 0, then 1: x's gradient through those layers) with a transposed a.
+// Row counts cover one partial row block and several 96-row blocks split over the threads.
+template <typename T>
+void check_group() {
+  using Product = lsf::cpu::SkinnyProduct<T>;
+  for (int64_t m : {int64_t(37), int64_t(500)})
+    for (int mode = 0; mode < 3; ++mode) {  // 0: all threads, 1: one thread, 2: inside a parallel region
+      INFO("m " << m << ", mode " << mode);
+      const int64_t k = 48;
+      const std::vector<int64_t> widths = {64, 17, 100};
+      const std::vector<T> x = values<T>(size_t(m * k), 11);  // shared a [m × k]
+      std::vector<std::vector<T>> weights, biases, outs;
+      for (size_t i = 0; i < widths.size(); ++i) {
+        weights.push_back(values<T>(size_t(widths[i] * k), uint32_t(12 + i)));
+        biases.push_back(values<T>(size_t(widths[i]), uint32_t(20 + i)));
+        outs.push_back(std::vector<T>(size_t(m * widths[i]), T(0)));
+      }
+      std::vector<std::vector<T>> want = outs;
+      std::vector<Product> shared_a;
+      for (size_t i = 0; i < widths.size(); ++i) {
+        Product p;
+        p.tb = i != 1;  // weight i [n × k] read transposed; weight 1 as [k × n]
+        p.n = widths[i];
+        p.k = k;
+        p.alpha = i == 2 ? T(-0.5) : T(1);
+        p.a = x.data();
+        p.lda = k;
+        p.b = weights[i].data();
+        p.ldb = p.tb ? k : widths[i];
+        p.c = outs[i].data();
+        p.ldc = widths[i];
+        p.bias = i == 1 ? nullptr : biases[i].data();
+        shared_a.push_back(p);
+        skinny_gemm(p.ta, p.tb, m, p.n, p.k, p.alpha, p.a, p.lda, p.b, p.ldb, p.beta, want[i].data(), p.ldc, p.bias);
+      }
+      // Products summed into one c [m × k]: a = dyᵢ stored transposed [nᵢ × m] (ta), b = weight i.
+      std::vector<std::vector<T>> dys;
+      std::vector<T> dx(size_t(m * k), std::numeric_limits<T>::quiet_NaN()), dx_want = dx;
+      std::vector<Product> summed;
+      for (size_t i = 0; i < widths.size(); ++i) {
+        dys.push_back(values<T>(size_t(widths[i] * m), uint32_t(30 + i)));
+        Product p;
+        p.ta = true;
+        p.n = k;
+        p.k = widths[i];
+        p.a = dys[i].data();
+        p.lda = m;
+        p.b = weights[i].data();
+        p.ldb = k;
+        p.beta = i == 0 ? T(0) : T(1);
+        p.c = dx.data();
+        p.ldc = k;
+        summed.push_back(p);
+        skinny_gemm(p.ta, p.tb, m, p.n, p.k, p.alpha, p.a, p.lda, p.b, p.ldb, p.beta, dx_want.data(), p.ldc);
+      }
+      const int threads = omp_get_max_threads();
+      if (mode == 1) omp_set_num_threads(1);
+      if (mode == 2) {
+#pragma omp parallel num_threads(2)
+#pragma omp single
+        {
+          lsf::cpu::skinny_gemm_group(m, shared_a);
+          lsf::cpu::skinny_gemm_group(m, summed);
+        }
+      } else {
+        lsf::cpu::skinny_gemm_group(m, shared_a);
+        lsf::cpu::skinny_gemm_group(m, summed);
+      }
+      omp_set_num_threads(threads);
+      for (size_t i = 0; i < widths.size(); ++i) CHECK(outs[i] == want[i]);
+      CHECK(dx == dx_want);
+    }
+}
+
+TEST_CASE("skinny_gemm_group gives skinny_gemm's bits, one product after the other, every variant", "[matmul][skinny]") {
+  for_each_variant(check_group<float>);
+  for_each_variant(check_group<double>);
+}
+
+TEST_CASE("skinny_gemm_group takes only products of one K chunk", "[matmul][skinny]") {
+  std::vector<float> a(40 * 300), b(300 * 300), c(40 * 300);
+  lsf::cpu::SkinnyProduct<float> p;
+  p.n = 8;
+  p.k = 257;
+  p.a = a.data();
+  p.lda = 257;
+  p.b = b.data();
+  p.ldb = 8;
+  p.c = c.data();
+  p.ldc = 8;
+  REQUIRE_THROWS_WITH(lsf::cpu::skinny_gemm_group(40, {p}), Catch::Contains("skinny_gemm_group") &&
+                                                                Catch::Contains("k = 257"));
+  p.k = 8;
+  p.n = 257;
+  REQUIRE_THROWS_WITH(lsf::cpu::skinny_gemm_group(40, {p}), Catch::Contains("n = 257"));
+}

@@ -257,64 +257,193 @@ LSF_SIMD_CLONES void add_column_sums(double* sums, const T* dy, int64_t ld, int6
     for (int64_t j = 0; j < n; ++j) sums[j] += double(dy[r * ld + j]);
 }
 
-// linear's weight and bias gradients (ops/kernels/matmul.h): dW [N, K] = dyᵀ · x on the skinny
-// kernel, and the bias's column sums of dy taken K chunk by K chunk, right after the skinny
-// kernel has read that chunk of dy (from L2, not memory: a separate sum_to is one more pass over
-// every Linear's output gradient). Fused only where gemm_cpu would itself run dyᵀ · x on the
-// skinny kernel with a long contraction; the split over threads is then gemm_cpu's (the same K
-// ranges, the same chunks, partial sums added in the same order), so dW has the GEMM's bits.
-bool linear_weight_grad_cpu(const Tensor& dw, const Tensor& db, const Tensor& x, const Tensor& dy) {
-  LSF_CHECK(dw.dim() == 2 && db.dim() == 1 && x.dim() == 2 && dy.dim() == 2 && x.size(0) == dy.size(0) &&
-            dw.size(0) == dy.size(1) && dw.size(1) == x.size(1) && db.size(0) == dy.size(1))
-      << "linear backward: shapes dweight " << dw.shape() << ", dbias " << db.shape() << ", x " << x.shape()
-      << ", dy " << dy.shape() << " do not match";
+// Whether the skinny kernel takes the weight gradient dW [N, K] = dyᵀ · x with a long contraction
+// over rows (gemm_cpu's dispatch for that product: M = N, N = K, K = rows), with the operands
+// and outputs laid out as linears_weight_grad_cpu reads and writes them.
+bool weight_grad_fuses(const Tensor& dw, const Tensor& db, const Tensor& x, const Tensor& dy) {
   const int64_t rows = x.size(0), K = x.size(1), N = dy.size(1);
   const bool unit_columns = (K <= 1 || x.stride(1) == 1) && (N <= 1 || dy.stride(1) == 1);
-  const bool dense_outputs = dw.is_contiguous() && db.is_contiguous();
-  // gemm_cpu on dW = dyᵀ · x: M = N, N = K, K = rows.
-  if (!unit_columns || !dense_outputs || dw.dtype() != x.dtype() || dy.dtype() != x.dtype() ||
-      db.dtype() != x.dtype() || rows <= kSkinnyMaxK || !skinny_gemm_applies(N, K, rows) ||
-      rows < 2 * std::max(N, K))
-    return false;
+  const bool dense_outputs = dw.is_contiguous() && (!db.defined() || db.is_contiguous());
+  const bool dtypes = dw.dtype() == x.dtype() && dy.dtype() == x.dtype() && (!db.defined() || db.dtype() == x.dtype());
+  return unit_columns && dense_outputs && dtypes && rows > kSkinnyMaxK && skinny_gemm_applies(N, K, rows) &&
+         rows >= 2 * std::max(N, K);
+}
+
+// The weight and bias gradients of several Linear layers of one x [rows, K] (linear's and
+// linears', ops/kernels/matmul.h): dWᵢ [Nᵢ, K] = dyᵢᵀ · x on the skinny kernel, and each bias's
+// column sums of dyᵢ taken K chunk by K chunk, right after the skinny kernel has read that chunk
+// of dyᵢ (from L2, not memory: a separate sum_to is one more pass over every Linear's output
+// gradient). The layers run chunk by chunk, so each chunk of x is read from memory once for all
+// of them. Fused only where gemm_cpu would itself run every dyᵢᵀ · x on the skinny kernel with a
+// long contraction; the split over threads is then gemm_cpu's (the same K ranges, the same
+// chunks, partial sums added in the same order), so each dWᵢ has the GEMM's bits. An undefined
+// dbᵢ: no sums for that layer.
+bool linears_weight_grad_cpu(const TensorList& dws, const TensorList& dbs, const Tensor& x, const TensorList& dys) {
+  LSF_CHECK(!dws.empty() && dbs.size() == dws.size() && dys.size() == dws.size() && x.dim() == 2)
+      << "linears backward: expected one dweight, dbias and dy per layer and a 2-D x, got " << dws.size() << ", "
+      << dbs.size() << " and " << dys.size() << ", x " << x.shape();
+  for (size_t i = 0; i < dws.size(); ++i) {
+    const Tensor &dw = dws[i], &db = dbs[i], &dy = dys[i];
+    LSF_CHECK(dw.dim() == 2 && dy.dim() == 2 && x.size(0) == dy.size(0) && dw.size(0) == dy.size(1) &&
+              dw.size(1) == x.size(1) && (!db.defined() || (db.dim() == 1 && db.size(0) == dy.size(1))))
+        << "linear backward: shapes dweight " << dw.shape() << ", dbias " << (db.defined() ? db.shape() : Shape{})
+        << ", x " << x.shape() << ", dy " << dy.shape() << " do not match";
+    if (!weight_grad_fuses(dw, db, x, dy)) return false;
+  }
+  const int64_t rows = x.size(0), K = x.size(1), layers = int64_t(dws.size());
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(threads, rows / kMinSplitK));
+  // Per part, every layer's dW buffer and column sums, at these offsets.
+  std::vector<int64_t> dw_at(size_t(layers) + 1, 0), sums_at(size_t(layers) + 1, 0);
+  for (int64_t i = 0; i < layers; ++i) {
+    dw_at[size_t(i + 1)] = dw_at[size_t(i)] + dys[size_t(i)].size(1) * K;
+    sums_at[size_t(i + 1)] = sums_at[size_t(i)] + dys[size_t(i)].size(1);
+  }
+  const int64_t part_dw = dw_at.back(), part_sums = sums_at.back();
   dispatch_float(x.dtype(), "linear backward", [&]<typename T>() {
     const T* X = x.data_ptr<T>();
-    const T* DY = dy.data_ptr<T>();
-    const int64_t ldx = x.stride(0), ldy = dy.stride(0), mn = N * K;
-    // Part t: rows [r0, r1) into its dW buffer (beta 0 on its first chunk) and its column sums.
-    auto part = [&](int64_t r0, int64_t r1, T* dw_part, double* sums) {
+    const int64_t ldx = x.stride(0);
+    std::vector<double> sums(size_t(parts * part_sums), 0.0);
+    thread_local std::vector<T> storage;  // as gemm_cpu's partial sums: reused, never cleared
+    if (parts > 1 && storage.size() < size_t(parts * part_dw)) storage.resize(size_t(parts * part_dw));
+    T* const partial = storage.data();  // this thread's buffer, which the parts below share
+    // Part t: rows [r0, r1) into its dW buffers (beta 0 on its first chunk) and column sums.
+    auto part = [&](int64_t t) {
+      const int64_t r0 = rows * t / parts, r1 = rows * (t + 1) / parts;
       for (int64_t k0 = r0; k0 < r1; k0 += kSkinnyMaxK) {
         const int64_t k1 = std::min(r1, k0 + kSkinnyMaxK);
-        skinny_gemm(true, false, N, K, k1 - k0, T(1), DY + k0 * ldy, ldy, X + k0 * ldx, ldx, k0 == r0 ? T(0) : T(1),
-                    dw_part, K);
-        add_column_sums(sums, DY, ldy, k0, k1, N);
+        for (int64_t i = 0; i < layers; ++i) {
+          const Tensor& dy = dys[size_t(i)];
+          const T* DY = dy.data_ptr<T>();
+          const int64_t N = dy.size(1), ldy = dy.stride(0);
+          T* dw = parts == 1 ? dws[size_t(i)].data_ptr<T>() : partial + t * part_dw + dw_at[size_t(i)];
+          skinny_gemm(true, false, N, K, k1 - k0, T(1), DY + k0 * ldy, ldy, X + k0 * ldx, ldx, k0 == r0 ? T(0) : T(1),
+                      dw, K);
+          if (dbs[size_t(i)].defined())
+            add_column_sums(sums.data() + t * part_sums + sums_at[size_t(i)], DY, ldy, k0, k1, N);
+        }
       }
     };
-    T* DW = dw.data_ptr<T>();
-    T* DB = db.data_ptr<T>();
-    std::vector<double> sums(size_t(parts * N), 0.0);
     if (parts == 1) {
-      part(0, rows, DW, sums.data());
+      part(0);
     } else {
-      thread_local std::vector<T> storage;  // as gemm_cpu's partial sums: reused, never cleared
-      if (storage.size() < size_t(parts * mn)) storage.resize(size_t(parts * mn));
-      T* const partial = storage.data();
 #pragma omp parallel for schedule(static)
-      for (int64_t t = 0; t < parts; ++t)
-        part(rows * t / parts, rows * (t + 1) / parts, partial + t * mn, sums.data() + t * N);
-#pragma omp parallel for schedule(static) if (mn * parts >= 32768)
-      for (int64_t e = 0; e < mn; ++e) {
+      for (int64_t t = 0; t < parts; ++t) part(t);
+#pragma omp parallel for schedule(static) if (part_dw * parts >= 32768)
+      for (int64_t e = 0; e < part_dw; ++e) {
+        const int64_t i = std::upper_bound(dw_at.begin(), dw_at.end(), e) - dw_at.begin() - 1;
         T sum = 0;
-        for (int64_t t = 0; t < parts; ++t) sum += partial[t * mn + e];
-        DW[e] = sum;
+        for (int64_t t = 0; t < parts; ++t) sum += partial[t * part_dw + e];
+        dws[size_t(i)].data_ptr<T>()[e - dw_at[size_t(i)]] = sum;
       }
     }
-    for (int64_t j = 0; j < N; ++j) {
-      double sum = 0;
-      for (int64_t t = 0; t < parts; ++t) sum += sums[size_t(t * N + j)];
-      DB[j] = T(sum);
+    for (int64_t i = 0; i < layers; ++i) {
+      if (!dbs[size_t(i)].defined()) continue;
+      T* DB = dbs[size_t(i)].data_ptr<T>();
+      for (int64_t j = 0; j < dys[size_t(i)].size(1); ++j) {
+        double sum = 0;
+        for (int64_t t = 0; t < parts; ++t) sum += sums[size_t(t * part_sums + sums_at[size_t(i)] + j)];
+        DB[j] = T(sum);
+      }
     }
+  });
+  return true;
+}
+
+// linear's weight and bias gradients (ops/kernels/matmul.h): the one-layer case of the above.
+bool linear_weight_grad_cpu(const Tensor& dw, const Tensor& db, const Tensor& x, const Tensor& dy) {
+  LSF_CHECK(db.defined() && db.dim() == 1 && x.dim() == 2 && dy.dim() == 2)
+      << "linear backward: shapes dweight " << dw.shape() << ", dbias " << (db.defined() ? db.shape() : Shape{})
+      << ", x " << x.shape() << ", dy " << dy.shape() << " do not match";
+  return linears_weight_grad_cpu({dw}, {db}, x, {dy});
+}
+
+// b(k, j) = weight[j, k] (the forward's weightᵀ: transposed for a row-major weight) or
+// weight[k, j] (the input gradient's weight), as skinny_gemm's tb and ldb.
+struct WeightOperand {
+  bool tb;
+  int64_t ldb;
+};
+WeightOperand transposed_weight(const Tensor& weight) {
+  const bool row_major = weight.stride(1) == 1;
+  return {row_major, row_major ? weight.stride(0) : weight.stride(1)};
+}
+
+// linears' forward (ops/kernels/matmul.h): every yᵢ = x · Wᵢᵀ + bᵢ on the skinny kernel in one
+// K chunk, as linear_forward_cpu (with a bias) and gemm_cpu (without) run each, grouped.
+bool linears_forward_cpu(const TensorList& ys, const Tensor& x, const TensorList& weights, const TensorList& biases) {
+  LSF_CHECK(!ys.empty() && weights.size() == ys.size() && biases.size() == ys.size() && x.dim() == 2)
+      << "linears: expected one output, weight and bias per layer and a 2-D x, got " << ys.size() << ", "
+      << weights.size() << " and " << biases.size() << ", x " << x.shape();
+  const int64_t M = x.size(0), K = x.size(1);
+  for (size_t i = 0; i < ys.size(); ++i) {
+    const Tensor &y = ys[i], &w = weights[i], &b = biases[i];
+    LSF_CHECK(y.dim() == 2 && w.dim() == 2 && y.size(0) == M && w.size(1) == K && w.size(0) == y.size(1) &&
+              (!b.defined() || (b.dim() == 1 && b.size(0) == y.size(1))))
+        << "linears: shapes y " << y.shape() << " = x " << x.shape() << " · weightᵀ " << w.shape() << " + bias "
+        << (b.defined() ? b.shape() : Shape{}) << " do not match";
+    const bool dtypes = y.dtype() == x.dtype() && w.dtype() == x.dtype() && (!b.defined() || b.dtype() == x.dtype());
+    const bool layouts = y.is_contiguous() && (!b.defined() || b.is_contiguous()) && is_gemm_operand(w) &&
+                         (K <= 1 || x.stride(1) == 1);
+    if (!dtypes || !layouts || K > kSkinnyMaxK || !skinny_gemm_applies(M, y.size(1), K)) return false;
+  }
+  dispatch_float(x.dtype(), "linears", [&]<typename T>() {
+    std::vector<SkinnyProduct<T>> products;
+    for (size_t i = 0; i < ys.size(); ++i) {
+      const WeightOperand op = transposed_weight(weights[i]);
+      SkinnyProduct<T> p;
+      p.tb = op.tb;
+      p.n = ys[i].size(1);
+      p.k = K;
+      p.a = x.data_ptr<T>();
+      p.lda = x.stride(0);
+      p.b = weights[i].data_ptr<T>();
+      p.ldb = op.ldb;
+      p.c = ys[i].data_ptr<T>();
+      p.ldc = p.n;
+      p.bias = biases[i].defined() ? biases[i].data_ptr<T>() : nullptr;
+      products.push_back(p);
+    }
+    skinny_gemm_group(M, products);
+  });
+  return true;
+}
+
+// linears' input gradient (ops/kernels/matmul.h): dx = Σᵢ dyᵢ · Wᵢ on the skinny kernel, the
+// products gemm_cpu runs for each layer (beta 0 for the first, 1 after), grouped.
+bool linears_input_grad_cpu(const Tensor& dx, const TensorList& dys, const TensorList& weights) {
+  LSF_CHECK(!dys.empty() && weights.size() == dys.size() && dx.dim() == 2)
+      << "linears backward: expected one dy per weight and a 2-D dx, got " << dys.size() << " and " << weights.size()
+      << ", dx " << dx.shape();
+  const int64_t M = dx.size(0), K = dx.size(1);
+  for (size_t i = 0; i < dys.size(); ++i) {
+    const Tensor &dy = dys[i], &w = weights[i];
+    LSF_CHECK(dy.dim() == 2 && w.dim() == 2 && dy.size(0) == M && w.size(1) == K && w.size(0) == dy.size(1))
+        << "linears backward: shapes dx " << dx.shape() << " = dy " << dy.shape() << " · weight " << w.shape()
+        << " do not match";
+    const int64_t N = dy.size(1);
+    const bool dtypes = dy.dtype() == dx.dtype() && w.dtype() == dx.dtype();
+    const bool layouts = (K <= 1 || dx.stride(1) == 1) && (N <= 1 || dy.stride(1) == 1) && is_gemm_operand(w);
+    if (!dtypes || !layouts || N > kSkinnyMaxK || !skinny_gemm_applies(M, K, N)) return false;
+  }
+  dispatch_float(dx.dtype(), "linears backward", [&]<typename T>() {
+    std::vector<SkinnyProduct<T>> products;
+    for (size_t i = 0; i < dys.size(); ++i) {
+      const WeightOperand op = transposed_weight(weights[i]);
+      SkinnyProduct<T> p;
+      p.tb = !op.tb;  // b = W itself: b(k, j) = W[k, j]
+      p.n = K;
+      p.k = dys[i].size(1);
+      p.a = dys[i].data_ptr<T>();
+      p.lda = dys[i].stride(0);
+      p.b = weights[i].data_ptr<T>();
+      p.ldb = op.ldb;
+      p.beta = i == 0 ? T(0) : T(1);
+      p.c = dx.data_ptr<T>();
+      p.ldc = dx.stride(0);
+      products.push_back(p);
+    }
+    skinny_gemm_group(M, products);
   });
   return true;
 }
@@ -324,5 +453,8 @@ bool linear_weight_grad_cpu(const Tensor& dw, const Tensor& db, const Tensor& x,
 LSF_REGISTER_KERNEL(gemm_kernel, DeviceType::CPU, gemm_cpu);
 LSF_REGISTER_KERNEL(linear_forward_kernel, DeviceType::CPU, linear_forward_cpu);
 LSF_REGISTER_KERNEL(linear_weight_grad_kernel, DeviceType::CPU, linear_weight_grad_cpu);
+LSF_REGISTER_KERNEL(linears_forward_kernel, DeviceType::CPU, linears_forward_cpu);
+LSF_REGISTER_KERNEL(linears_input_grad_kernel, DeviceType::CPU, linears_input_grad_cpu);
+LSF_REGISTER_KERNEL(linears_weight_grad_kernel, DeviceType::CPU, linears_weight_grad_cpu);
 
 }  // namespace lsf::cpu

@@ -272,6 +272,39 @@ void skinny(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T*
   }
 }
 
+template <typename T>
+void group(int64_t m, const std::vector<SkinnyProduct<T>>& list) {
+  for (const SkinnyProduct<T>& q : list)
+    LSF_CHECK(q.n >= 1 && q.n <= kSkinnyMaxN && q.k >= 1 && q.k <= kSkinnyMaxK)
+        << "skinny_gemm_group: a product with n = " << q.n << ", k = " << q.k << " exceeds the group's limits (n in 1 … "
+        << kSkinnyMaxN << ", k in 1 … " << kSkinnyMaxK << ": one K chunk)";
+  if (m <= 0 || list.empty()) return;
+  // One packed panel per product, all alive while the rows run (reused across calls).
+  thread_local std::vector<std::vector<T>> panel_storage;
+  if (panel_storage.size() < list.size()) panel_storage.resize(list.size());
+  std::vector<Product<T>> products;
+  double work = 0;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const SkinnyProduct<T>& q = list[i];
+    Product<T> p{m, q.n, q.k, q.alpha, q.beta, q.a, q.lda, nullptr, 0, q.c, q.ldc, q.bias};
+    set_panel(p, panel_storage[i], q.tb, q.b, q.ldb);
+    products.push_back(p);
+    work += double(m) * double(q.n) * double(q.k);
+  }
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const int64_t tasks = (m + kRowsPerTask - 1) / kRowsPerTask;
+  auto block = [&](int64_t t) {
+    const int64_t i0 = t * kRowsPerTask, i1 = std::min(m, i0 + kRowsPerTask);
+    for (size_t i = 0; i < products.size(); ++i) run_rows(products[i], i0, i1, list[i].ta);
+  };
+  if (threads > 1 && tasks > 1 && work >= kMinParallelWork) {
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < tasks; ++t) block(t);
+  } else {
+    for (int64_t t = 0; t < tasks; ++t) block(t);
+  }
+}
+
 }  // namespace
 
 void skinny_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
@@ -282,6 +315,9 @@ void skinny_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha
                  const double* b, int64_t ldb, double beta, double* c, int64_t ldc, const double* bias) {
   skinny<double>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
 }
+
+void skinny_gemm_group(int64_t m, const std::vector<SkinnyProduct<float>>& products) { group<float>(m, products); }
+void skinny_gemm_group(int64_t m, const std::vector<SkinnyProduct<double>>& products) { group<double>(m, products); }
 
 bool skinny_gemm_applies(int64_t m, int64_t n, int64_t k) {
   return m >= kSkinnyMinRows && n >= 1 && k >= 1 && n <= kSkinnyMaxN && (k <= kSkinnyMaxK || m <= kSkinnyMaxRowsLongK) &&

@@ -55,6 +55,33 @@ void skinny_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
 void skinny_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
                  const double* b, int64_t ldb, double beta, double* c, int64_t ldc, const double* bias = nullptr);
 
+// One product of a group (skinny_gemm_group): skinny_gemm's arguments but m, which the group's
+// products share. Each must take k ≤ kSkinnyMaxK (one K chunk) and 1 ≤ n ≤ kSkinnyMaxN.
+template <typename T>
+struct SkinnyProduct {
+  bool ta = false, tb = false;
+  int64_t n = 0, k = 0;
+  T alpha = T(1);
+  const T* a = nullptr;
+  int64_t lda = 0;
+  const T* b = nullptr;
+  int64_t ldb = 0;
+  T beta = T(0);
+  T* c = nullptr;
+  int64_t ldc = 0;
+  const T* bias = nullptr;
+};
+
+// The products, each of m rows, with the bits skinny_gemm gives them one after the other in list
+// order, run row block by row block instead: a block's rows of every product before the next
+// block's. Products of one a (a Linear layer's x through several weights) then read each block
+// of it from cache rather than memory, and products summed into one c (beta = 1 after the
+// first: x's gradient through those layers) add onto a block still in cache. A product must not
+// read what another product of the group writes. Splits the row blocks over the OpenMP threads
+// as skinny_gemm does (on the calling thread inside a parallel region).
+void skinny_gemm_group(int64_t m, const std::vector<SkinnyProduct<float>>& products);
+void skinny_gemm_group(int64_t m, const std::vector<SkinnyProduct<double>>& products);
+
 // The kernel's instruction-set variants this CPU can run, best first, of "x86-64-v4" (6 × 4
 // vectors of 64 bytes), "x86-64-v3" (4 × 3 of 32 bytes) and "baseline" (4 × 3 of 16 bytes).
 // skinny_gemm runs the first unless told otherwise; tests run every one.

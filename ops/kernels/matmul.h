@@ -38,6 +38,24 @@ LSF_DECLARE_KERNEL(linear_forward_kernel, void(const Tensor& y, const Tensor& x,
 LSF_DECLARE_KERNEL(linear_weight_grad_kernel,
                    bool(const Tensor& dweight, const Tensor& dbias, const Tensor& x, const Tensor& dy));
 
+// The products of one x through several Linear layers (linears, ops/matmul.h) run together.
+// Each returns false, having written nothing, where the backend does not group them; the caller
+// then runs each layer's own kernels. The CPU groups them when its skinny kernel takes every
+// product (ops/cpu/skinny_gemm.h), running them row block by row block so that x (forward,
+// weight gradients) and x's gradient (input gradient) pass through memory once for all the
+// layers instead of once per layer; every result has the bits of the layer's own kernels.
+//   ys[i] [M, N_i] = x [M, K] · weights[i]ᵀ + biases[i] (undefined: no bias); ys contiguous, x
+//     with unit column stride, weights gemm operands, biases contiguous.
+LSF_DECLARE_KERNEL(linears_forward_kernel,
+                   bool(const TensorList& ys, const Tensor& x, const TensorList& weights, const TensorList& biases));
+//   dx [M, K] = Σᵢ dys[i] [M, N_i] · weights[i] [N_i, K], summed in list order (the first
+//     product overwrites dx); dx and dys with unit column strides.
+LSF_DECLARE_KERNEL(linears_input_grad_kernel, bool(const Tensor& dx, const TensorList& dys, const TensorList& weights));
+//   dweights[i] [N_i, K] = dys[i]ᵀ · x (contiguous) and dbiases[i] [N_i] = Σ over the rows of
+//     dys[i] (undefined: not wanted), as linear_weight_grad_kernel computes each.
+LSF_DECLARE_KERNEL(linears_weight_grad_kernel, bool(const TensorList& dweights, const TensorList& dbiases,
+                                                    const Tensor& x, const TensorList& dys));
+
 // True when the last two dims of t (≥ 2-D) are a matrix BLAS can read in place: unit stride in
 // one of them, and a leading dimension that covers the other.
 bool is_gemm_operand(const Tensor& t);
