@@ -626,6 +626,8 @@ void dispatch_attention(DType t, const char* op, Fn&& fn) {
 void long_short_forward_cuda(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                              const Tensor& kbar, const Tensor& vbar, const Tensor& mask, LongShortGeometry geo,
                              LongShortDropout drop) {
+  LSF_CHECK(geo.q_scale == 1.0) << "long_short_attention (CUDA): the kernels take q already scaled (q_scale 1, got "
+                                << geo.q_scale << "); long_short_attention scales it with mul on a GPU";
   DeviceGuard guard(q.device().index);
   dispatch_attention(q.dtype(), "long_short_attention", [&]<typename T, typename A>(DType) {
     forward_impl<T, A>(out, lse, q, k, v, kbar, vbar, mask, geo, drop);
@@ -636,6 +638,8 @@ void long_short_backward_cuda(const Tensor& dq, const Tensor& dk, const Tensor& 
                               const Tensor& dvbar, const Tensor& dout, const Tensor& /*lse: recomputed in fp32*/,
                               const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& kbar,
                               const Tensor& vbar, const Tensor& mask, LongShortGeometry geo, LongShortDropout drop) {
+  LSF_CHECK(geo.q_scale == 1.0) << "long_short_attention (CUDA): the kernels take q already scaled (q_scale 1, got "
+                                << geo.q_scale << "); long_short_attention scales it with mul on a GPU";
   DeviceGuard guard(q.device().index);
   dispatch_attention(q.dtype(), "long_short_attention_backward", [&]<typename T, typename A>(DType acc) {
     backward_impl<T, A>(dq, dk, dv, dkbar, dvbar, dout, q, k, v, kbar, vbar, mask, geo, drop, acc);

@@ -4,6 +4,7 @@
 #include "lsformer/ops/long_short.h"
 #include "lsformer/ops/kernels/long_short.h"
 
+#include <cmath>
 #include <limits>
 
 #include "lsformer/engine/autograd.h"
@@ -81,14 +82,19 @@ void check_args(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
   LSF_CHECK(o.block_queries >= 0) << kName << ": block_queries must be ≥ 0, got " << o.block_queries;
   LSF_CHECK(o.dropout >= 0.0 && o.dropout <= 1.0)
       << kName << ": dropout probability has to be between 0 and 1, got " << o.dropout;
+  LSF_CHECK(std::isfinite(o.q_scale)) << kName << ": q_scale must be finite, got " << o.q_scale;
 }
 
 }  // namespace
 
-Tensor long_short_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& kbar,
+Tensor long_short_attention(const Tensor& q_in, const Tensor& k, const Tensor& v, const Tensor& kbar,
                             const Tensor& vbar, const Tensor& mask, const LongShortAttentionOptions& options) {
-  check_args(q, k, v, kbar, vbar, mask, options);
-  const LongShortGeometry geo{options.window, options.self_slot, options.block_queries};
+  check_args(q_in, k, v, kbar, vbar, mask, options);
+  LongShortGeometry geo{options.window, options.self_slot, options.block_queries};
+  // q's scale inside the kernel where the backend has it (the CPU's), else as an op before it.
+  const bool kernel_scales = q_in.device().type == DeviceType::CPU;
+  const Tensor q = options.q_scale == 1.0 || kernel_scales ? q_in : mul(q_in, options.q_scale);
+  geo.q_scale = kernel_scales ? options.q_scale : 1.0;
   const int64_t B = q.size(0), h = q.size(1), n = q.size(2), e = q.size(3);
   const int64_t R = kbar.defined() ? kbar.size(2) : 0;
 
@@ -168,9 +174,10 @@ Tensor window_rows(int64_t n, int64_t w, int64_t s) {
 
 }  // namespace
 
-Tensor long_short_attention_probabilities(const Tensor& q, const Tensor& k, const Tensor& kbar, const Tensor& mask,
+Tensor long_short_attention_probabilities(const Tensor& q_in, const Tensor& k, const Tensor& kbar, const Tensor& mask,
                                           const LongShortAttentionOptions& options) {
-  check_args(q, k, k, kbar, kbar, mask, options);
+  check_args(q_in, k, k, kbar, kbar, mask, options);
+  const Tensor q = options.q_scale == 1.0 ? q_in : mul(q_in, options.q_scale);
   const LongShortGeometry geo{options.window, options.self_slot, options.block_queries};
   const int64_t B = q.size(0), h = q.size(1), n = q.size(2), e = q.size(3);
   const int64_t R = kbar.defined() ? kbar.size(2) : 0, w = geo.window, ext = geo.ext(), s = geo.span();

@@ -33,9 +33,13 @@ struct LongShortAttentionOptions {
   Generator* generator = nullptr;  // null: the default generator
   int64_t block_queries = 0;  // queries per kernel task, 0: automatic (tests use small blocks to
                               // exercise the merge of overlapping window tiles across tasks)
+  // q is multiplied by this first (e^{-1/2} for a raw projection X W_q): bit for bit
+  // long_short_attention(mul(q, q_scale), ...), forward and gradients, but inside the fused
+  // kernel where the backend can (the CPU), saving the two passes of that mul over q.
+  double q_scale = 1.0;
 };
 
-// q [B, h, n, e] (already scaled by e^{-1/2}), k, v [B, h, n, e] (LN_L-normalised),
+// q [B, h, n, e] (scaled by e^{-1/2}, or by options.q_scale), k, v [B, h, n, e] (LN_L-normalised),
 // kbar, vbar [B, h, R, e] or undefined (R = 0), mask [B, n] bool or undefined (all real)
 // → context [B, h, n, e]. Differentiable in q, k, v, kbar, vbar. q, k, v of any layout with a
 // unit stride along e (head-split views of [B, n, h·e] tensors) are read in place; the context

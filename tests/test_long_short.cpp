@@ -289,6 +289,60 @@ TEST_CASE("long_short_attention: model-sized heads reach every register block of
   }
 }
 
+TEST_CASE("long_short_attention: q_scale is mul(q, q_scale) before the op, bit for bit, forward and gradients",
+          "[long_short]") {
+  // The CPU kernel scales each segment's queries as it reads them and their gradient as it
+  // writes it; the composed op scales with mul. Either must give the bits of the unscaled op on
+  // mul(q, q_scale): f32 and f64, with dropout, padding holes, model-sized heads (every register
+  // block), and q as a token-major head view (dq written through its row stride).
+  const std::vector<CoreCase> cases = {
+      {2, 2, 64, 36, 13, 8, false, {64, 41}, 0},
+      {1, 2, 48, 52, 40, 16, false, {45}, 0, {{16, 32}}},
+      {2, 3, 40, 5, 4, 4, false, {40, 23}, 8},
+  };
+  for (const CoreCase& c : cases)
+    for (DType dtype : {kF32, kF64})
+      for (bool fused : {true, false})
+        for (bool token_major : {false, true}) {
+          INFO("e " << c.e << " R " << c.R << " w " << c.w << " " << dtype << (fused ? " fused" : " composed")
+                    << (token_major ? " token-major q" : ""));
+          const CoreInputs raw = core_inputs(c, dtype, 41, false);
+          const double scale = 1.0 / std::sqrt(double(c.e));
+          const Tensor dy = randn_t({c.B, c.h, c.n, c.e}, 43, dtype);
+          auto run = [&](bool in_op, Tensor* q_grad) {
+            Tensor q = token_major ? raw.q.permute({0, 2, 1, 3}).contiguous().detach().requires_grad_(true)
+                                   : raw.q.detach().requires_grad_(true);
+            TensorList kv{raw.k, raw.v, raw.kb, raw.vb};
+            for (Tensor& t : kv) t = t.detach().requires_grad_(true);
+            Tensor qh = token_major ? q.permute({0, 2, 1, 3}) : q;  // [B, h, n, e]
+            LongShortAttentionOptions o = core_options(c);
+            o.dropout = 0.2;
+            o.training = true;
+            Generator g(7);
+            o.generator = &g;
+            o.q_scale = in_op ? scale : 1.0;
+            Tensor qin = in_op ? qh : mul(qh, scale);
+            Tensor y = fused ? long_short_attention(qin, kv[0], kv[1], kv[2], kv[3], raw.mask, o)
+                             : long_short_attention_composed(qin, kv[0], kv[1], kv[2], kv[3], raw.mask, o);
+            sum(mul(y, dy)).backward();
+            *q_grad = q.grad();
+            TensorList out{y.detach()};
+            for (const Tensor& t : kv) out.push_back(t.grad());
+            return out;
+          };
+          Tensor dq_in, dq_mul;
+          const TensorList a = run(true, &dq_in), b = run(false, &dq_mul);
+          CHECK(vec(a[0]) == vec(b[0]));
+          CHECK(vec(dq_in) == vec(dq_mul));
+          for (size_t i = 1; i < a.size(); ++i) CHECK(vec(a[i]) == vec(b[i]));
+        }
+  LongShortAttentionOptions o;
+  o.window = 4;
+  o.q_scale = std::numeric_limits<double>::infinity();
+  Tensor q = zeros({1, 1, 8, 2});
+  REQUIRE_THROWS_WITH(long_short_attention(q, q, q, Tensor(), Tensor(), Tensor(), o), Catch::Contains("q_scale"));
+}
+
 TEST_CASE("long_short_attention: head-split views pass in place, out and gradients keep their layouts", "[long_short]") {
   // q, k, v as the module makes them: [B, n, h, e] leaves seen as [B, h, n, e] (split_heads
   // views), which the CPU kernel reads through their strides; v with a feature stride of 2 as

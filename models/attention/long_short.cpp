@@ -82,7 +82,7 @@ Tensor LongShortAttention::forward(const Tensor& x, const AttentionArgs& args) {
   LSF_CHECK(x.defined()) << kName << ": the input x is undefined";
   LSF_CHECK(x.dim() == 3 && x.size(2) == o.dim)
       << kName << ": x must be [B, n, d] with d = " << o.dim << ", got shape " << x.shape();
-  const int64_t B = x.size(0), n = x.size(1), h = o.heads, e = o.dim / o.heads;
+  const int64_t B = x.size(0), n = x.size(1), h = o.heads;
   check_args(x, args, n);
   if (args.cls.defined()) {
     LSF_CHECK(args.cls.size(0) == B) << kName << ": cls must be [B, 1, d] = {" << B << ", 1, " << o.dim << "}, got "
@@ -94,15 +94,15 @@ Tensor LongShortAttention::forward(const Tensor& x, const AttentionArgs& args) {
         << kName << ": mask must be a bool tensor [B, n] = {" << B << ", " << n << "} (true for real tokens), got "
         << mask.dtype() << " of shape " << mask.shape();
   }
-  const double scale = 1.0 / std::sqrt(double(e));
 
   // Steps 1–3's projections of x as one op: their gradients for x are summed in one buffer.
   const TensorList proj = project(x);
-  // Steps 1–2: queries; LN_L-normalised keys and values, as head views of the token-major
-  // [B, n, d] outputs (no copies). The fused core reads them in place and writes the context in
-  // q's layout, so merge_heads(context) below is a view too, and their gradients come back in
-  // the same layouts and pass to the Linears and LN_L without transposing copies.
-  Tensor q = split_heads(mul(proj[0], scale), h);
+  // Steps 1–2: queries (their e^{-1/2} is the core's q_scale); LN_L-normalised keys and values,
+  // as head views of the token-major [B, n, d] outputs (no copies). The fused core reads them in
+  // place and writes the context in q's layout, so merge_heads(context) below is a view too, and
+  // their gradients come back in the same layouts and pass to the Linears and LN_L without
+  // transposing copies.
+  Tensor q = split_heads(proj[0], h);
   Tensor k = split_heads(dual_ln_l->forward(proj[1]), h);
   Tensor v = split_heads(dual_ln_l->forward(proj[2]), h);
   // Step 3's logits [B, n, h·r], padding −∞.
@@ -134,17 +134,16 @@ Tensor LongShortAttention::forward_packed(const Tensor& x, const PackedSequences
       << o.dim << ", got shape " << x.shape();
   LSF_CHECK(!args.mask.defined()) << kName << ": forward_packed takes the mask from the packed layout; leave "
                                   << "args.mask undefined";
-  const int64_t B = packed.batch, h = o.heads, e = o.dim / o.heads;
+  const int64_t B = packed.batch, h = o.heads;
   check_args(x, args, packed.length);
   if (args.cls.defined()) {
     LSF_CHECK(args.cls.size(0) == B) << kName << ": cls must be [B, 1, d] = {" << B << ", 1, " << o.dim << "}, got "
                                      << args.cls.shape();
   }
-  const double scale = 1.0 / std::sqrt(double(e));
   // Steps 1–2 on the T real rows, then into the head layout (one copy each, as the padded path's
-  // .contiguous()), padding zero.
+  // .contiguous()), padding zero; q's e^{-1/2} is the core's q_scale.
   const TensorList proj = project(x);
-  Tensor q = unpack_sequences(mul(proj[0], scale), packed, h);
+  Tensor q = unpack_sequences(proj[0], packed, h);
   Tensor k = unpack_sequences(dual_ln_l->forward(proj[1]), packed, h);
   Tensor v = unpack_sequences(dual_ln_l->forward(proj[2]), packed, h);
   // Step 3's logits: −∞ at padding, so its softmax over the tokens gives padding p = 0.
@@ -165,6 +164,7 @@ TensorList LongShortAttention::project(const Tensor& x) {
 Tensor LongShortAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& proj_logits,
                                   const Tensor& mask, const Tensor& cls, Tensor* cls_out) {
   const LongShortOptions& o = options_;
+  // q [B, h, n, e] unscaled: the core scales it by e^{-1/2} (q_scale).
   const int64_t B = q.size(0), n = q.size(2), h = o.heads, e = o.dim / o.heads, r = o.rank, w = o.window;
   const double scale = 1.0 / std::sqrt(double(e));
 
@@ -214,11 +214,15 @@ Tensor LongShortAttention::attend(const Tensor& q, const Tensor& k, const Tensor
                                  .dropout = o.dropout,
                                  .training = is_training(),
                                  .generator = o.generator,
-                                 .block_queries = o.block_queries};
+                                 .block_queries = o.block_queries,
+                                 .q_scale = scale};
   Tensor context = o.fused ? long_short_attention(q, k, v, kbar, vbar, mask, core)
                            : long_short_attention_composed(q, k, v, kbar, vbar, mask, core);  // [B, h, n, e]
   if (capturing(this)) {
-    capture(this, "q", q);
+    {
+      NoGradGuard no_grad;
+      capture(this, "q", mul(q, scale));  // the scaled queries the logits are formed from
+    }
     capture(this, "k", k);
     capture(this, "v", v);
     if (kbar.defined()) {

@@ -26,6 +26,10 @@
 // register blocks of up to 8 rows × 3 vectors (each element still one sum in a fixed order);
 // row maxima and sums fold their vector of lanes by halves.
 //
+// q_scale: each segment's query rows are scaled into scratch as they are read, and its dq rows
+// scaled as they are finished: the bits of mul(q, q_scale) before the kernel and after its
+// backward.
+//
 // Numerics: everything accumulates in the tensor's dtype: logits are dot products of length e,
 // the softmax sum and the context sums run over S = R + s terms (f32: ≤ (e + S)·2^-24 relative,
 // plus ≤ 2 ulp from the vectorised exp). f64 uses libm's exp.
@@ -111,18 +115,32 @@ void dropout_factors(T* f, int64_t S, uint64_t base, const LongShortDropout& dro
 // One thread's scratch: transposed key/value tiles kt, vt [e × ld] whose columns are the slots
 // [global R | window s | zero padding up to ld, a multiple of the vector width]; the window
 // slots' validity; [seg × ld] tiles of logits, value products, dropped probabilities and
-// dropout factors; each slot's key and value row (a zero row when masked).
+// dropout factors; each slot's key and value row (a zero row when masked); a segment's query
+// rows times q_scale [seg × e].
 template <typename T>
 struct Scratch {
   int64_t ld;
-  std::vector<T> kt, vt, lg, dp, pd, f, zero;
+  std::vector<T> kt, vt, lg, dp, pd, f, zero, qs;
   std::vector<uint8_t> valid;
   std::vector<const T*> krow, vrow;
   explicit Scratch(const Dims& d)
       : ld((d.S() + Simd<T>::W - 1) / Simd<T>::W * Simd<T>::W), kt(size_t(d.e * ld), T(0)), vt(kt.size(), T(0)),
         lg(size_t(d.seg * ld)), dp(lg.size()), pd(lg.size()), f(lg.size()), zero(size_t(d.e), T(0)),
-        valid(size_t(d.s)), krow(size_t(d.S())), vrow(krow.size()) {}
+        qs(size_t(d.seg * d.e)), valid(size_t(d.s)), krow(size_t(d.S())), vrow(krow.size()) {}
 };
+
+// The seg query rows from q (row stride lq) times scale into the scratch, as mul(q, scale)
+// rounds them; returns where the kernel reads the segment's queries from, and sets lq to their
+// row stride. scale = 1: q itself.
+template <typename T>
+const T* scaled_queries(Scratch<T>& sc, const T* q, int64_t& lq, T scale, int64_t seg, int64_t e) {
+  if (scale == T(1)) return q;
+  for (int64_t r = 0; r < seg; ++r)
+#pragma omp simd
+    for (int64_t f = 0; f < e; ++f) sc.qs[size_t(r * e + f)] = q[r * lq + f] * scale;
+  lq = e;
+  return sc.qs.data();
+}
 
 // Columns [c0, c0 + m) of dst [e × ld] = rows [m × e] transposed. Eight rows at a time, feature
 // by feature: each destination row gets eight adjacent values per step (one store sequence
@@ -455,6 +473,7 @@ void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const T
   const T* VB = vbar.data_ptr<T>();
   const uint8_t* M = mask.data_ptr<uint8_t>();
   T* LSE = lse.data_ptr<T>();
+  const T q_scale = T(geo.q_scale);
   const bool parallel = d.B * d.h * d.n * S * std::max<int64_t>(e, 1) >= kParallelGrain;
 #pragma omp parallel if (parallel)
   {
@@ -482,7 +501,9 @@ void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const T
         }
         load_window(sc, K.at(b, head), K.sl, V.at(b, head), V.sl, mb, t0, d, false, slide);
         slide = true;
-        forward_segment<T>(d, sc, qh + t0 * Q.sl, Q.sl, mb, oh + t0 * O.sl, O.sl, LSE + bh * d.n + t0, t0,
+        int64_t lq = Q.sl;
+        const T* qs = scaled_queries(sc, qh + t0 * Q.sl, lq, q_scale, d.seg, e);
+        forward_segment<T>(d, sc, qs, lq, mb, oh + t0 * O.sl, O.sl, LSE + bh * d.n + t0, t0,
                            uint64_t((bh * d.n + t0) * S), drop);
       }
     }
@@ -515,6 +536,7 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
   std::vector<T> edge_k(want_kv ? size_t(tasks * 2 * ext2 * e) : 0), edge_v(edge_k.size());
   std::vector<T> bar_k(want_bar ? size_t(tasks * d.R * e) : 0), bar_v(bar_k.size());
   const bool parallel = BH * d.n * S * std::max<int64_t>(e, 1) >= kParallelGrain;
+  const T q_scale = T(geo.q_scale);
 
 #pragma omp parallel if (parallel)
   {
@@ -553,10 +575,16 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
         }
         load_window(sc, K.at(b, head), K.sl, V.at(b, head), V.sl, mb, t0, d, true, slide);
         slide = true;
-        backward_segment<T>(d, sc, qh + t0 * Q.sl, Q.sl, gh + t0 * DO.sl, DO.sl, mb, LSE + bh * d.n + t0, t0,
+        int64_t lq = Q.sl;
+        const T* qs = scaled_queries(sc, qh + t0 * Q.sl, lq, q_scale, d.seg, e);
+        backward_segment<T>(d, sc, qs, lq, gh + t0 * DO.sl, DO.sl, mb, LSE + bh * d.n + t0, t0,
                             uint64_t((bh * d.n + t0) * S), drop, want_q ? dqh + t0 * DQ.sl : nullptr, DQ.sl, pk, pv,
                             want_kv ? band_k.data() + (t0 - d.ext - band0) * e : nullptr,
                             want_kv ? band_v.data() + (t0 - d.ext - band0) * e : nullptr);
+        if (want_q && q_scale != T(1))  // the gradient of the unscaled q, as mul's backward rounds it
+          for (int64_t t = t0; t < t0 + d.seg; ++t)
+#pragma omp simd
+            for (int64_t f = 0; f < e; ++f) dqh[t * DQ.sl + f] *= q_scale;
       }
       if (want_kv) {
         // Interior rows belong to this block alone; edge rows are merged in the second pass.

@@ -12,6 +12,11 @@ struct LongShortGeometry {
   int64_t window = 0;      // w ≥ 0 (n must be a multiple of w when w > 0)
   bool self_slot = false;  // w = 0 only: one window slot, the query's own key
   int64_t block = 0;       // queries per kernel task (rounded up to whole segments); 0: automatic
+  // The kernel multiplies q by T(q_scale) as it reads it and dq by it as it writes it: bit for
+  // bit mul(q, q_scale) before the kernel and its backward, without that op's two passes over q.
+  // The CPU kernels take any finite value; the CUDA kernels only 1 (long_short_attention scales
+  // q with mul there).
+  double q_scale = 1.0;
   // Derived: ext and span of the window band; `seg` groups queries that share a band.
   int64_t ext() const { return window > 0 ? ls_geometry::half_window(window) : 0; }
   int64_t span() const { return window > 0 ? ls_geometry::window_span(window) : (self_slot ? 1 : 0); }
