@@ -251,9 +251,10 @@ TEST_CASE("linear_weight_grad_kernel fuses the long contractions it takes and de
 
 TEST_CASE("linears: each output is linear's, and x's gradient sums every layer's product", "[matmul][linear]") {
   // Layers of one x: widths with partial vectors, one without a bias, a 3-D x; 700 rows reach
-  // the fused weight-gradient path, 40 rows do not.
+  // the fused weight-gradient path, 40 rows do not, and 2100 rows split it over two threads in
+  // K (the bias-less layer then has gemm_kernel's partial sums to match).
   Generator g(59);
-  for (const Shape& x_shape : std::vector<Shape>{{2, 350, 64}, {40, 33}}) {
+  for (const Shape& x_shape : std::vector<Shape>{{2, 350, 64}, {40, 33}, {3, 700, 64}}) {
     INFO("x " << str(x_shape));
     const int64_t k = x_shape.back();
     const std::vector<int64_t> widths = {64, 17, 64, 48};
