@@ -216,6 +216,17 @@ void gemm_cpu(const Tensor& c, const Tensor& a, const Tensor& b, double alpha, d
   dispatch_float(c.dtype(), "matmul", [&]<typename T>() { run<T>(p, T(alpha), T(beta)); });
 }
 
+// b(k, j) = weight[j, k] (the forward's weightᵀ: transposed for a row-major weight) or
+// weight[k, j] (the input gradient's weight), as skinny_gemm's tb and ldb.
+struct WeightOperand {
+  bool tb;
+  int64_t ldb;
+};
+WeightOperand transposed_weight(const Tensor& weight) {
+  const bool row_major = weight.stride(1) == 1;
+  return {row_major, row_major ? weight.stride(0) : weight.stride(1)};
+}
+
 // linear's forward (ops/kernels/matmul.h): y [M, N] = x [M, K] · weightᵀ + bias. A product the
 // skinny kernel takes in one K chunk adds the bias as it stores each tile (the bits of a
 // separate add); any other is summed onto rows already holding the bias (beta = 1), which
@@ -230,9 +241,7 @@ void linear_forward_cpu(const Tensor& y, const Tensor& x, const Tensor& weight, 
       << bias.dtype() << ")";
   const int64_t M = x.size(0), K = x.size(1), N = weight.size(0);
   if (M == 0 || N == 0) return;
-  // op(b) = weightᵀ: b(k, j) = weight[j, k], transposed for a row-major weight.
-  const bool tb = weight.stride(1) == 1;
-  const int64_t ldb = tb ? weight.stride(0) : weight.stride(1);
+  const auto [tb, ldb] = transposed_weight(weight);  // op(b) = weightᵀ
   dispatch_float(y.dtype(), "linear", [&]<typename T>() {
     T* Y = y.data_ptr<T>();
     const T* X = x.data_ptr<T>();
@@ -329,12 +338,16 @@ bool linears_weight_grad_cpu(const TensorList& dws, const TensorList& dbs, const
     } else {
 #pragma omp parallel for schedule(static)
       for (int64_t t = 0; t < parts; ++t) part(t);
-#pragma omp parallel for schedule(static) if (part_dw * parts >= 32768)
-      for (int64_t e = 0; e < part_dw; ++e) {
-        const int64_t i = std::upper_bound(dw_at.begin(), dw_at.end(), e) - dw_at.begin() - 1;
-        T sum = 0;
-        for (int64_t t = 0; t < parts; ++t) sum += partial[t * part_dw + e];
-        dws[size_t(i)].data_ptr<T>()[e - dw_at[size_t(i)]] = sum;
+#pragma omp parallel if (part_dw * parts >= 32768)
+      for (int64_t i = 0; i < layers; ++i) {
+        T* DW = dws[size_t(i)].data_ptr<T>();
+        const T* layer_partial = partial + dw_at[size_t(i)];
+#pragma omp for schedule(static)
+        for (int64_t e = 0; e < dw_at[size_t(i + 1)] - dw_at[size_t(i)]; ++e) {
+          T sum = 0;
+          for (int64_t t = 0; t < parts; ++t) sum += layer_partial[t * part_dw + e];
+          DW[e] = sum;
+        }
       }
     }
     for (int64_t i = 0; i < layers; ++i) {
@@ -356,17 +369,6 @@ bool linear_weight_grad_cpu(const Tensor& dw, const Tensor& db, const Tensor& x,
       << "linear backward: shapes dweight " << dw.shape() << ", dbias " << (db.defined() ? db.shape() : Shape{})
       << ", x " << x.shape() << ", dy " << dy.shape() << " do not match";
   return linears_weight_grad_cpu({dw}, {db}, x, {dy});
-}
-
-// b(k, j) = weight[j, k] (the forward's weightᵀ: transposed for a row-major weight) or
-// weight[k, j] (the input gradient's weight), as skinny_gemm's tb and ldb.
-struct WeightOperand {
-  bool tb;
-  int64_t ldb;
-};
-WeightOperand transposed_weight(const Tensor& weight) {
-  const bool row_major = weight.stride(1) == 1;
-  return {row_major, row_major ? weight.stride(0) : weight.stride(1)};
 }
 
 // linears' forward (ops/kernels/matmul.h): every yᵢ = x · Wᵢᵀ + bᵢ on the skinny kernel in one
