@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -121,18 +122,22 @@ inline Tensor grad_input(const Shape& shape, uint64_t seed) {
   return randn(shape, TensorOptions(kF64), &g).requires_grad_(true);
 }
 
-// Calls of one backend kernel (its kernel-table name, e.g. "copy_kernel") during
-// loss.backward(), counted by the profiler: how tests check that a backward makes no extra
-// passes (copies, gradient sums).
-inline int64_t kernel_calls_in_backward(const Tensor& loss, const std::string& kernel) {
+// Calls of each backend kernel (by kernel-table name, e.g. "copy_kernel") while body runs,
+// counted by the profiler: how tests check which kernels an op runs and that it makes no extra
+// passes (copies, gradient sums). A kernel that did not run is absent (operator[] gives 0).
+inline std::map<std::string, int64_t> kernel_calls(const std::function<void()>& body) {
   profiler::enable();
   profiler::reset();
-  loss.backward();
+  body();
   profiler::disable();
-  int64_t calls = 0;
-  for (const profiler::OpStat& op : profiler::snapshot().ops)
-    if (op.name == kernel) calls += op.calls;
+  std::map<std::string, int64_t> calls;
+  for (const profiler::OpStat& op : profiler::snapshot().ops) calls[op.name] += op.calls;
   return calls;
+}
+
+// Calls of one kernel during loss.backward().
+inline int64_t kernel_calls_in_backward(const Tensor& loss, const std::string& kernel) {
+  return kernel_calls([&] { loss.backward(); })[kernel];
 }
 
 }  // namespace lsf::test

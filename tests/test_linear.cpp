@@ -5,8 +5,6 @@
 // bit for bit, on both. f64 gradient checks; strided, column-major and empty operands; the same
 // bits on one thread and on all; bad input.
 #include <cmath>
-#include <functional>
-#include <map>
 #include <string>
 
 #include "helpers.h"
@@ -344,15 +342,6 @@ TEST_CASE("linears groups its layers' products on the CPU: one kernel call for a
   // to the per-layer kernels.
   const bool skinny = lsf::cpu::skinny_gemm_applies(700, 64, 64);  // false on a CPU without AVX2
   Generator g(62);
-  auto kernel_calls = [](const std::function<void()>& body) {
-    profiler::enable();
-    profiler::reset();
-    body();
-    profiler::disable();
-    std::map<std::string, int64_t> calls;
-    for (const profiler::OpStat& op : profiler::snapshot().ops) calls[op.name] += op.calls;
-    return calls;
-  };
   for (int64_t wide : {int64_t(48), int64_t(300)}) {
     INFO("last layer's width " << wide);
     const bool grouped = skinny && wide <= lsf::cpu::kSkinnyMaxN;
@@ -363,11 +352,11 @@ TEST_CASE("linears groups its layers' products on the CPU: one kernel call for a
       bs.push_back(n == 17 ? Tensor() : randn({n}, TensorOptions(kF32), &g).requires_grad_(true));
     }
     TensorList ys;
-    auto forward = kernel_calls([&] { ys = linears(x, ws, bs); });
+    auto forward = test::kernel_calls([&] { ys = linears(x, ws, bs); });
     CHECK(forward["linears_forward_kernel"] == 1);  // tried either way; declines the wide layer
     CHECK(forward["linear_forward_kernel"] == (grouped ? 0 : 2));
     Tensor loss = add(add(sum(mul(ys[0], ys[0])), sum(ys[1])), sum(ys[2]));
-    auto backward = kernel_calls([&] { loss.backward(); });
+    auto backward = test::kernel_calls([&] { loss.backward(); });
     CHECK(backward["linears_input_grad_kernel"] == 1);
     CHECK(backward["linears_weight_grad_kernel"] == 1);
     if (grouped) CHECK(backward["gemm_kernel"] == 0);
