@@ -472,6 +472,7 @@ TEST_CASE("Bad configurations and inputs are rejected with clear messages", "[at
     CHECK_THROWS_WITH(m->forward(x, {.mask = ones({2, 6})}), Contains(op) && Contains("bool") && Contains("f32"));
     CHECK_THROWS_WITH(m->forward(x, {.memory = randn({2, 4, 8})}), Contains(op) && Contains("memory") && Contains("{2, 4, 8}"));
     CHECK_THROWS_WITH(m->forward(x, {.cls = randn({2, 1, 8})}), Contains(op) && Contains("CLS"));
+    CHECK_THROWS_WITH(m->forward(x, {.cls_only = true}), Contains(op) && Contains("cls_only"));
     CHECK_THROWS_WITH(m->forward(x, {.height = 2, .width = 3}), Contains(op) && Contains("2-D"));
     CHECK_THROWS_WITH(m->forward(randn({2, 6, 7})), Contains(op) && Contains("{2, 6, 7}"));
     CHECK_THROWS_WITH(m->forward(randn({6, 8})), Contains(op) && Contains("{6, 8}"));

@@ -455,6 +455,7 @@ TEST_CASE("causal LS: bad configurations are rejected with what to change", "[ca
   CHECK_THROWS_WITH(attn.forward(zeros({1, 8, 6})), Contains("{1, 8, 6}") && Contains("d = 8"));
   CHECK_THROWS_WITH(attn.forward(zeros({1, 8, 8}), {.memory = zeros({2, 8, 8})}), Contains("{2, 8, 8}"));
   CHECK_THROWS_WITH(attn.forward(zeros({1, 8, 8}), {.mask = ones({1, 8}, kBool)}), Contains("padding mask"));
+  CHECK_THROWS_WITH(attn.forward(zeros({1, 8, 8}), {.cls_only = true}), Contains("cls_only") && Contains("bidirectional"));
   CHECK_THROWS_WITH(attn.forward(zeros({1, 8, 8}), {.memory = zeros({1, 8, 8}, kF64)}), Contains("CausalLongShortAttention"));
 
   // The op: shapes named.

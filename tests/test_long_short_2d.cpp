@@ -501,6 +501,8 @@ TEST_CASE("2-D long-short attention rejects bad configurations with clear messag
                     Contains("LongShortAttention2d") && Contains("memory"));
   CHECK_THROWS_WITH(m.forward(x, {.cls = zeros({1, 1, 8}), .height = 4, .width = 4, .num_global = 1}),
                     Contains("LongShortAttention2d") && Contains("cls"));
+  CHECK_THROWS_WITH(m.forward(x, {.cls_only = true, .height = 4, .width = 4, .num_global = 1}),
+                    Contains("LongShortAttention2d") && Contains("cls_only"));
   CHECK_THROWS_WITH(m.forward(zeros({1, 17, 8}, TensorOptions(kI64)), map_args(4, 1)),
                     Contains("LongShortAttention2d") && Contains("f32 or f64"));
   CHECK_THROWS_WITH(m.forward(Tensor(), map_args(4, 1)), Contains("LongShortAttention2d") && Contains("undefined"));

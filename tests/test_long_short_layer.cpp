@@ -14,6 +14,7 @@
 #include "lsformer/models/attention/long_short.h"
 #include "lsformer/models/nn/capture.h"
 #include "lsformer/ops/long_short.h"
+#include "lsformer/ops/pack.h"
 
 using namespace lsf;
 using namespace lsf::long_short_test;
@@ -206,6 +207,60 @@ TEST_CASE("LongShortAttention T5: CLS slot first, raw k_c/v_c, context-as-keys u
   expect_close(vec(y.narrow(1, 0, 1)), expect, 1e-13, 1e-13);  // f64 sums of ≤ 9 terms
 }
 
+TEST_CASE("LongShortAttention cls_only: the CLS row alone, the full output's row, the same gradients", "[long_short]") {
+  // A last layer pooled at its CLS reads row 0 only; cls_only returns that row without forming
+  // the token rows' W_o. Each row of the output is its own W_o product, so the row is the full
+  // output's bit for bit. The gradients flow from that row alone in both runs (the discarded rows
+  // give zero), so they agree, except that W_o's weight gradient sums the B CLS rows' products
+  // with or without zero terms in between and may round the last of them differently (a fused
+  // multiply-add against a product then an add): ≤ 2u of the sum's terms, u = 2^-53, on O(1)
+  // values → 1e-14, ~45× that bound.
+  for (const LayerCase& c : {LayerCase{2, 16, 8, 2, 4, 3, {16, 9}, true}, LayerCase{2, 12, 8, 2, 0, 3, {12, 7}, true},
+                             LayerCase{2, 8, 8, 2, 2, 0, {8, 5}, true}}) {
+    for (bool fused : {true, false}) {
+      for (bool packed : {false, true}) {
+        INFO("w " << c.w << " r " << c.r << " fused " << fused << " packed " << packed);
+        auto m = make_layer(c, kF64, fused, 31);
+        LayerInputs in = layer_inputs(c, kF64, 32);
+        const PackedSequences layout = packed_sequences(in.mask);
+        struct Run {
+          Tensor cls_row;
+          std::vector<Tensor> grads;
+        };
+        auto run = [&](bool cls_only) {
+          m->zero_grad();
+          Tensor x = in.x.detach().requires_grad_(true), cls = in.cls.detach().requires_grad_(true);
+          Tensor row;
+          if (packed) {
+            Tensor y = m->forward_packed(pack_sequences(x, layout), layout, {.cls = cls, .cls_only = cls_only});
+            if (cls_only) REQUIRE(y.shape() == Shape({c.B, c.d}));
+            else REQUIRE(y.shape() == Shape({c.B + layout.total, c.d}));
+            row = y.narrow(0, 0, c.B);
+          } else {
+            Tensor y = m->forward(x, {.mask = in.mask, .cls = cls, .cls_only = cls_only});
+            if (cls_only) REQUIRE(y.shape() == Shape({c.B, 1, c.d}));
+            else REQUIRE(y.shape() == Shape({c.B, 1 + c.n, c.d}));
+            row = y.narrow(1, 0, 1).reshape({c.B, c.d});
+          }
+          sum(mul(row, randn_t({c.B, c.d}, 33))).backward();
+          Run r{row.detach(), {x.grad(), cls.grad()}};
+          for (const auto& [name, t] : m->named_parameters()) r.grads.push_back(t.grad());
+          return r;
+        };
+        const Run full = run(false), alone = run(true);
+        CHECK(vec(alone.cls_row) == vec(full.cls_row));
+        REQUIRE(alone.grads.size() == full.grads.size());
+        for (size_t i = 0; i < full.grads.size(); ++i) {
+          INFO("gradient " << i << " (x, cls, then the parameters in order)");
+          REQUIRE(full.grads[i].defined());
+          REQUIRE(alone.grads[i].defined());
+          expect_close(vec(alone.grads[i]), vec(full.grads[i]), 1e-14, 1e-14);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("LongShortAttention invariants: convex hull, permutation equivariance, DualLN scale and norms",
           "[long_short]") {
   LayerCase c{2, 16, 8, 2, 4, 3, {16, 10}, false};
@@ -340,6 +395,8 @@ TEST_CASE("LongShortAttention: bad configurations are rejected with what to chan
   CHECK_THROWS_WITH(m.forward(x12, {.memory = randn({2, 4, 8})}),
                     Catch::Contains("memory was passed") && Catch::Contains("causal"));
   CHECK_THROWS_WITH(m.forward(x12, {.cls = randn({2, 8})}), Catch::Contains("cls must be [B, 1, d]"));
+  CHECK_THROWS_WITH(m.forward(x12, {.cls_only = true}),
+                    Catch::Contains("cls_only") && Catch::Contains("no CLS was passed"));
   CHECK_THROWS_WITH(m.forward(x12, {.height = 3, .width = 4}), Catch::Contains("2-D attention"));
   nn::LongShortAttention none({.dim = 8, .heads = 2, .window = 0, .rank = 0});
   CHECK_THROWS_WITH(none.forward(x12), Catch::Contains("pass args.cls or set window or rank > 0"));

@@ -314,6 +314,53 @@ TEST_CASE("LraClassifier injects the CLS only into the last layer", "[lra]") {
   }
 }
 
+TEST_CASE("LraClassifier pooled at the CLS forms only the last layer's CLS row: same logits and gradients", "[lra]") {
+  // Without `hidden`, the last block computes its CLS row alone (LraBlock cls_only); asked for
+  // every layer's states it computes all rows. Both give the same pooled features, and the loss
+  // gradients agree: the discarded rows' gradients are zero, so only weight gradients that sum
+  // over rows may round one product differently (≤ 2u of the terms, u = 2^-53) as they pass on
+  // through ~30 stages amplifying ≤ ~10 each at these scales → 1e-12, as the tests above.
+  struct Variant {
+    std::string attention;
+    bool packed, fused;
+  };
+  for (const auto& v : std::vector<Variant>{{"long_short", true, true}, {"long_short", false, true},
+                                            {"long_short", true, false}, {"full", false, true}}) {
+    INFO(v.attention << " packed " << v.packed << " fused " << v.fused);
+    lra::LraModelOptions o = tiny(v.attention, "cls");
+    o.packed = v.packed;
+    o.fused = v.fused;
+    lra::LraClassifier model(o);
+    model.to(kF64);
+    randomise(model, 21);
+    Docs d = make_docs(random_rows({16, 9, 3, 12}, o.vocab_size, 22), 16);
+    const Tensor labels = tensor(std::vector<int64_t>{0, 2, 1, 1}, {4});
+    auto grads = [&](bool all_rows) {
+      model.zero_grad();
+      std::vector<Tensor> hidden;
+      Tensor features = model.model->forward(d.tokens, d.mask, all_rows ? &hidden : nullptr);
+      if (all_rows) REQUIRE(hidden.back().size(1) == 1 + 16);  // the last layer's every row was formed
+      cross_entropy(model.seq_classifer->forward(features), labels).backward();
+      std::vector<Tensor> out{features.detach()};
+      for (const auto& [k, t] : model.named_parameters()) out.push_back(t.grad());
+      return out;
+    };
+    const std::vector<Tensor> all = grads(true), cls_row = grads(false);
+    REQUIRE(all.size() == cls_row.size());
+    for (size_t i = 0; i < all.size(); ++i) {
+      INFO("pooled features, then parameter gradient " << i);
+      REQUIRE(all[i].defined());
+      REQUIRE(cls_row[i].defined());
+      test::check_close(cls_row[i], all[i], 1e-12, 1e-12);
+    }
+  }
+  // A block asked for the CLS row alone without a CLS is an error.
+  lra::LraClassifier model(tiny("long_short", "cls"));
+  Docs d = make_docs(random_rows({8, 6}, 12, 4), 8);
+  CHECK_THROWS_WITH(model.model->blocks.back()->forward(randn({2, 8, 8}), d.mask, Tensor(), /*cls_only=*/true),
+                    Catch::Contains("cls_only") && Catch::Contains("no cls was passed"));
+}
+
 TEST_CASE("LraClassifier passes f64 gradcheck of the loss w.r.t. its parameters", "[lra]") {
   struct Variant {
     std::string attention, pooling;

@@ -16,6 +16,10 @@ struct AttentionArgs {
   Tensor mask;    // [B, n] bool, true for real tokens (padding masks keys; padded queries' rows are zeroed)
   Tensor memory;  // [B, C, d] causal only: the cached (detached) inputs of this layer from the previous block
   Tensor cls;     // [B, 1, d] bidirectional only: a CLS vector injected into this layer (output gains row 0)
+  // With cls: the caller needs only the updated CLS row (a last layer pooled at its CLS), so the
+  // module returns that row alone ([B, 1, d]; [B, d] on a packed path) and never forms the token
+  // rows' output projection. The token rows' context is still computed: the CLS attends to it.
+  bool cls_only = false;
   int64_t height = 0, width = 0;  // 2-D only: the patch map is height × width
   int64_t num_global = 0;         // 2-D only: global tokens that precede the patches in x
   // Causal (char-LM) only: sinusoid tables the model builds once per forward and shares by every

@@ -135,7 +135,8 @@ Tensor CausalLongShortAttention::forward(const Tensor& x, const AttentionArgs& a
       << kName << ": x must be [B, M, d] with d = " << d << ", got shape " << (x.defined() ? x.shape() : Shape{});
   LSF_CHECK(!args.mask.defined())
       << kName << ": the causal model has no padding mask (§3.6); leave AttentionArgs::mask undefined";
-  LSF_CHECK(!args.cls.defined()) << kName << ": AttentionArgs::cls is bidirectional-only; leave it undefined";
+  LSF_CHECK(!args.cls.defined() && !args.cls_only)
+      << kName << ": AttentionArgs::cls and cls_only are bidirectional-only; leave them unset";
   LSF_CHECK(args.height == 0 && args.width == 0 && args.num_global == 0)
       << kName << ": height/width/num_global are 2-D-only; leave them 0";
   const int64_t B = x.size(0), M = x.size(1);

@@ -29,6 +29,9 @@ void check_self_attention_args(const char* op, const Tensor& x, int64_t dim, con
   LSF_CHECK(!args.relative_positions.defined() && !args.chunk_positions.defined())
       << op << ": relative_positions / chunk_positions were passed, but only the causal (char-LM) attentions use "
          "them; leave them undefined";
+  LSF_CHECK(!args.cls_only)
+      << op << ": AttentionArgs::cls_only needs a CLS slot, which only the bidirectional long-short attention "
+         "has; leave it false";
   LSF_CHECK(!args.cls.defined())
       << op << ": a CLS vector (shape " << args.cls.shape()
       << ") was passed, but only the bidirectional long-short attention injects one; leave AttentionArgs::cls "

@@ -69,6 +69,8 @@ void LongShortAttention::check_args(const Tensor& x, const AttentionArgs& args, 
                                   << " (pad the input to a multiple of w), x shape " << x.shape();
   LSF_CHECK(w > 0 || r > 0 || args.cls.defined())
       << kName << ": window = 0 and rank = 0 leave no key slots without a CLS; pass args.cls or set window or rank > 0";
+  LSF_CHECK(!args.cls_only || args.cls.defined())
+      << kName << ": cls_only asks for the CLS row alone, but no CLS was passed (args.cls is undefined)";
   if (args.cls.defined()) {
     LSF_CHECK(args.cls.dim() == 3 && args.cls.size(1) == 1 && args.cls.size(2) == o.dim)
         << kName << ": cls must be [B, 1, d] with d = " << o.dim << ", got " << args.cls.shape();
@@ -120,7 +122,8 @@ Tensor LongShortAttention::forward(const Tensor& x, const AttentionArgs& args) {
   }
   Tensor oc;
   Tensor context = attend(q, k, v, logits, mask, args.cls, &oc);  // [B, h, n, e]
-  // Step 14: the CLS row first.
+  // Step 14: the CLS row first; only it with cls_only (the token rows' projection is never formed).
+  if (args.cls_only) return W_o->forward(merge_heads(oc));  // [B, 1, d]
   return W_o->forward(merge_heads(args.cls.defined() ? cat({oc, context}, 2) : context));
 }
 
@@ -151,6 +154,7 @@ Tensor LongShortAttention::forward_packed(const Tensor& x, const PackedSequences
   if (o.rank > 0) logits = unpack_sequences(proj[3], packed, 0, -std::numeric_limits<double>::infinity());
   Tensor oc;
   Tensor context = attend(q, k, v, logits, packed.mask, args.cls, &oc);  // [B, h, n, e]
+  if (args.cls_only) return W_o->forward(merge_heads(oc).view({B, o.dim}));  // [B, d]: the token rows not packed
   Tensor rows = pack_sequences(context, packed, h);                      // [T, d]
   if (args.cls.defined()) rows = cat({merge_heads(oc).view({B, o.dim}), rows}, 0);  // [B + T, d]
   return W_o->forward(rows);

@@ -6,6 +6,7 @@
 //   nn::LongShortAttention attn({.dim = 64, .heads = 2, .window = 8, .rank = 32});
 //   Tensor y = attn.forward(x, {.mask = real});            // x [B, n, d] → [B, n, d]
 //   Tensor z = attn.forward(x, {.mask = real, .cls = c});  // → [B, 1 + n, d], CLS output first
+//   Tensor y0 = attn.forward(x, {.mask = real, .cls = c, .cls_only = true});  // → [B, 1, d], the CLS row alone
 //
 // Parameters (the official LRA module's names, registration order W_q, W_k, W_v, W_o,
 // dual_ln_s, dual_ln_l, dconv_fc):
@@ -54,10 +55,10 @@ class LongShortAttention : public Attention {
   Tensor forward(const Tensor& x, const AttentionArgs& args = {}) override;
   // The same layer on packed sequences (ops/pack.h): x [T, d], the real tokens of the batch
   // whose layout is `packed`, → [T, d]; with args.cls [B, 1, d] → [B + T, d], the B updated
-  // CLS rows first. The projections and LayerNorms run on the T real rows only; the core runs
-  // on the [B, h, n, e] layout (padding zero, masked by packed.mask). args.mask must be left
-  // undefined (the layout carries it). The real tokens' outputs are forward's on the padded
-  // batch.
+  // CLS rows first, or with args.cls_only → [B, d], those rows alone. The projections and
+  // LayerNorms run on the T real rows only; the core runs on the [B, h, n, e] layout (padding
+  // zero, masked by packed.mask). args.mask must be left undefined (the layout carries it). The
+  // real tokens' outputs are forward's on the padded batch.
   Tensor forward_packed(const Tensor& x, const PackedSequences& packed, const AttentionArgs& args = {});
   std::string extra_repr() const override;
 

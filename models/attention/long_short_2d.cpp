@@ -194,8 +194,8 @@ int64_t LongShortAttention2d::check_args(const Tensor& x, const AttentionArgs& a
   LSF_CHECK(!args.memory.defined()) << kOp << ": args.memory is for the causal attention; leave it undefined";
   LSF_CHECK(!args.relative_positions.defined() && !args.chunk_positions.defined())
       << kOp << ": args.relative_positions / chunk_positions are for the causal attention; leave them undefined";
-  LSF_CHECK(!args.cls.defined())
-      << kOp << ": args.cls is for the bidirectional attention; pass the global token as x's first row with num_global = 1";
+  LSF_CHECK(!args.cls.defined() && !args.cls_only)
+      << kOp << ": args.cls and cls_only are for the bidirectional attention; pass the global token as x's first row with num_global = 1";
   LSF_CHECK(args.num_global == 0 || args.num_global == 1)
       << kOp << ": num_global = " << args.num_global
       << " is not supported (0 or 1 global tokens; the official patch→global arithmetic is correct only for g = 1)";

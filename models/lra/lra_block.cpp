@@ -66,41 +66,50 @@ LraBlock::LraBlock(int64_t dim, int64_t ffn_dim, double dropout_p, std::shared_p
   mlpblock->push_back(std::make_shared<nn::Dropout>(dropout_p, generator));
 }
 
-Tensor LraBlock::forward(const Tensor& x, const Tensor& mask, const Tensor& cls) {
+Tensor LraBlock::forward(const Tensor& x, const Tensor& mask, const Tensor& cls, bool cls_only) {
   ::lsf::nn::ModuleScope call_site(*this);
+  LSF_CHECK(!cls_only || cls.defined()) << "LraBlock: cls_only asks for the CLS row alone, but no cls was passed";
   nn::AttentionArgs args;
   args.mask = mask;
   Tensor h;
   if (!cls.defined()) {
     h = add(x, dropout1->forward(mha->forward(norm1->forward(x), args)));
   } else if (!cls_as_token) {
-    // §2.4: norm1 on the tokens only; the attention gets the raw CLS and returns [B, 1 + n, d].
+    // §2.4: norm1 on the tokens only; the attention gets the raw CLS and returns [B, 1 + n, d]
+    // (cls_only: [B, 1, d]).
     args.cls = cls;
+    args.cls_only = cls_only;
     Tensor attended = mha->forward(norm1->forward(x), args);
-    h = add(cat({cls, x}, 1), dropout1->forward(attended));
+    h = add(cls_only ? cls : cat({cls, x}, 1), dropout1->forward(attended));
   } else {
-    // The CLS as an extra first token of this layer (un-normalised, always real).
+    // The CLS as an extra first token of this layer (un-normalised, always real); with cls_only
+    // the attention's output is cut to that token's row before the residual.
     Tensor tokens = cat({cls, norm1->forward(x)}, 1);
     args.mask = cat({ones({x.size(0), 1}, TensorOptions(kBool).device(x.device())), mask}, 1);
-    h = add(cat({cls, x}, 1), dropout1->forward(mha->forward(tokens, args)));
+    Tensor attended = mha->forward(tokens, args);
+    if (cls_only) h = add(cls, dropout1->forward(attended.narrow(1, 0, 1)));
+    else h = add(cat({cls, x}, 1), dropout1->forward(attended));
   }
   profiler::PhaseScope phase("ffn");
   return add(h, mlpblock->forward(norm2->forward(h)));
 }
 
-Tensor LraBlock::forward_packed(const Tensor& x, const PackedSequences& packed, const Tensor& cls) {
+Tensor LraBlock::forward_packed(const Tensor& x, const PackedSequences& packed, const Tensor& cls, bool cls_only) {
   ::lsf::nn::ModuleScope call_site(*this);
   auto* long_short = dynamic_cast<nn::LongShortAttention*>(mha.get());
   LSF_CHECK(long_short != nullptr) << "LraBlock: packed sequences need an attention with a packed path "
                                    << "(long-short); this block's is " << mha->type_name();
+  LSF_CHECK(!cls_only || cls.defined()) << "LraBlock: cls_only asks for the CLS rows alone, but no cls was passed";
   nn::AttentionArgs args;
   Tensor h;
   if (!cls.defined()) {
     h = add(x, dropout1->forward(long_short->forward_packed(norm1->forward(x), packed, args)));
   } else {
     args.cls = cls;
-    Tensor attended = long_short->forward_packed(norm1->forward(x), packed, args);  // [B + T, d]
-    h = add(cat({cls.reshape({packed.batch, cls.size(2)}), x}, 0), dropout1->forward(attended));
+    args.cls_only = cls_only;
+    Tensor attended = long_short->forward_packed(norm1->forward(x), packed, args);  // [B + T, d] (cls_only: [B, d])
+    const Tensor cls_rows = cls.reshape({packed.batch, cls.size(2)});
+    h = add(cls_only ? cls_rows : cat({cls_rows, x}, 0), dropout1->forward(attended));
   }
   profiler::PhaseScope phase("ffn");
   return add(h, mlpblock->forward(norm2->forward(h)));

@@ -50,11 +50,17 @@ class LraBlock : public nn::Module {
   // norm1 runs on the tokens only, the attention receives the raw CLS (args.cls when the module
   // takes one, see `cls_as_token`), the CLS row's residual is the raw CLS, and the MLP sublayer
   // runs on all 1 + n rows (§2.4).
-  Tensor forward(const Tensor& x, const Tensor& mask, const Tensor& cls = Tensor());
+  // cls_only (with cls): → [B, 1, d], the CLS row alone, for a last layer whose output is pooled
+  // at its CLS. The tokens still reach the CLS through the attention, but the token rows' output
+  // projection, residual and MLP, whose results nothing reads, are never computed: the CLS row
+  // and every gradient are those of the full block (the discarded rows' gradients are zero).
+  Tensor forward(const Tensor& x, const Tensor& mask, const Tensor& cls = Tensor(), bool cls_only = false);
   // The same block on packed sequences (ops/pack.h): x [T, d] (the real tokens) → [T, d], or
-  // with cls → [B + T, d] (the B CLS rows first). Needs an attention with a packed path
-  // (nn::LongShortAttention); every position-wise layer then runs on the real rows only.
-  Tensor forward_packed(const Tensor& x, const PackedSequences& packed, const Tensor& cls = Tensor());
+  // with cls → [B + T, d] (the B CLS rows first), or with cls_only → [B, d]. Needs an attention
+  // with a packed path (nn::LongShortAttention); every position-wise layer then runs on the
+  // real rows only.
+  Tensor forward_packed(const Tensor& x, const PackedSequences& packed, const Tensor& cls = Tensor(),
+                        bool cls_only = false);
 
   // The attention has no CLS slot of its own (full softmax attention): a CLS is then prepended to
   // the (normalised) tokens as one more, always real, token of this layer's attention, so it

@@ -161,7 +161,9 @@ Tensor LraEncoder::forward(const Tensor& tokens, const Tensor& mask, std::vector
     // The CLS joins only the last layer (`--cls_last_layer`), one copy per example: a dense
     // [B, 1, d] tensor rather than a stride-0 view, the layout every attention kernel expects.
     Tensor c = cls && last ? cls_embed.to(x.dtype()).expand({B, 1, options_.dim}).contiguous() : Tensor();
-    x = blocks[i]->forward(x, mask, c);
+    // Pooled at the CLS, the last layer's token rows are never read: the block forms the CLS row
+    // alone, unless the caller asked for every layer's states.
+    x = blocks[i]->forward(x, mask, c, /*cls_only=*/c.defined() && !hidden);
     if (hidden) hidden->push_back(x);
   }
   if (cls) return norm->forward(x.select(1, 0));  // the CLS row [B, d]
@@ -183,14 +185,14 @@ Tensor LraEncoder::forward_packed(const Tensor& tokens, const Tensor& mask, std:
   for (size_t i = 0; i < blocks.size(); ++i) {
     const bool last = i + 1 == blocks.size();
     Tensor c = cls && last ? cls_embed.to(x.dtype()).expand({B, 1, d}).contiguous() : Tensor();
-    x = blocks[i]->forward_packed(x, packed, c);
+    x = blocks[i]->forward_packed(x, packed, c, /*cls_only=*/c.defined() && !hidden);  // as forward
     if (hidden) {  // as the padded path returns them: [B, n, d] (padding 0), the CLS row first
       Tensor tokens_rows = c.defined() ? x.narrow(0, B, packed.total) : x;
       Tensor padded = unpack_sequences(tokens_rows, packed);
       hidden->push_back(c.defined() ? cat({x.narrow(0, 0, B).view({B, 1, d}), padded}, 1) : padded);
     }
   }
-  if (cls) return norm->forward(x.narrow(0, 0, B));  // the CLS rows [B, d]
+  if (cls) return norm->forward(x.narrow(0, 0, B));  // the CLS rows [B, d] (all of x without hidden)
   // Masked mean over the real tokens: Σ_t LN(X)_t / max(count, 1).
   Tensor total = sum(unpack_sequences(norm->forward(x), packed), {1});             // [B, d]
   Tensor count = clamp(sum(mask.to(x.dtype()), {1}, /*keepdim=*/true), 1.0, std::nullopt);  // [B, 1]
