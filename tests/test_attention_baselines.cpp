@@ -10,6 +10,9 @@
 #include "helpers.h"
 #include "lsformer/models/attention/full_attention.h"
 #include "lsformer/models/attention/linformer.h"
+#include "lsformer/models/lm/causal_full_attention.h"
+#include "lsformer/models/vision/cvt_ls_attention.h"
+#include "lsformer/models/vision/vil_attention.h"
 
 using namespace lsf;
 using testing::gradcheck;
@@ -482,4 +485,19 @@ TEST_CASE("Bad configurations and inputs are rejected with clear messages", "[at
                     Contains("LinformerAttention") && Contains("{2, 5, 8}") && Contains("max_seq_len=6"));
   CHECK_THROWS_WITH(nn::LinformerAttention({.dim = 8, .heads = 2, .max_seq_len = 7, .k = 3, .share_projection_with = &lin}),
                     Contains("LinformerAttention") && Contains("max_seq_len=7") && Contains("must match"));
+}
+
+TEST_CASE("attention modules without a CLS slot refuse AttentionArgs::cls_only", "[attention]") {
+  // Only the bidirectional long-short attention returns the CLS row alone; every other module
+  // would otherwise return all rows where the caller expects one.
+  lm::CausalFullAttention causal({.dim = 8, .heads = 2});
+  vision::ViLFullAttention vil({.dim = 8, .heads = 2});
+  vision::CvTLSAttention cvt({.dim = 8, .heads = 2, .window = 2, .rank = 2});
+  const Tensor x = zeros({1, 5, 8});
+  CHECK_THROWS_WITH(causal.forward(zeros({1, 4, 8}), {.cls_only = true}), Catch::Contains("cls_only") && Catch::Contains("bidirectional"));
+  CHECK_THROWS_WITH(vil.forward(x, {.cls_only = true}), Catch::Contains("cls_only") && Catch::Contains("not supported"));
+  CHECK_THROWS_WITH(cvt.forward(x, {.cls_only = true, .height = 2, .width = 2, .num_global = 1}),
+                    Catch::Contains("cls_only") && Catch::Contains("not supported"));
+  CHECK_THROWS_WITH(cvt.forward(x, {.mask = ones({1, 5}, kBool), .height = 2, .width = 2, .num_global = 1}),
+                    Catch::Contains("args.mask") && Catch::Contains("not supported"));
 }

@@ -68,7 +68,8 @@ Tensor CausalFullAttention::forward(const Tensor& x, const nn::AttentionArgs& ar
   LSF_CHECK(x.defined() && x.dim() == 3 && x.size(2) == d)
       << kName << ": x must be [B, M, d] with d = " << d << ", got shape " << (x.defined() ? x.shape() : Shape{});
   LSF_CHECK(!args.mask.defined()) << kName << ": the causal model has no padding mask; leave AttentionArgs::mask undefined";
-  LSF_CHECK(!args.cls.defined()) << kName << ": AttentionArgs::cls is bidirectional-only; leave it undefined";
+  LSF_CHECK(!args.cls.defined() && !args.cls_only)
+      << kName << ": AttentionArgs::cls and cls_only are bidirectional-only; leave them unset";
   LSF_CHECK(!args.chunk_positions.defined())
       << kName << ": chunk_positions are for the long-short attention; leave them undefined";
   LSF_CHECK(args.height == 0 && args.width == 0 && args.num_global == 0)

@@ -95,6 +95,9 @@ Tensor CvTLSAttention::forward(const Tensor& x, const nn::AttentionArgs& args) {
   ::lsf::nn::ModuleScope call_site(*this);
   profiler::PhaseScope phase("attention");
   const int64_t nx = args.height, g = args.num_global;
+  LSF_CHECK(!args.mask.defined() && !args.memory.defined() && !args.cls.defined() && !args.cls_only)
+      << kOp << ": args.mask, args.memory, args.cls and cls_only are not supported (pass the CLS as x's first row with "
+      << "num_global = 1)";
   LSF_CHECK(x.defined() && x.dim() == 3 && x.size(2) == options_.dim && args.height == args.width &&
             (g == 0 || g == 1) && x.size(1) == g + nx * nx)
       << kOp << ": expected x [B, g + nx², " << options_.dim << "] with args.height = args.width = nx and g ∈ {0, 1}, got x "

@@ -93,8 +93,8 @@ Tensor ViLFullAttention::forward(const Tensor& x, const nn::AttentionArgs& args)
   profiler::PhaseScope phase("attention");
   const auto& o = options_;
   LSF_CHECK(x.defined()) << kOp << ": the input is undefined";
-  LSF_CHECK(!args.mask.defined() && !args.memory.defined() && !args.cls.defined())
-      << kOp << ": args.mask, args.memory and args.cls are not supported (pass global tokens as x's first rows)";
+  LSF_CHECK(!args.mask.defined() && !args.memory.defined() && !args.cls.defined() && !args.cls_only)
+      << kOp << ": args.mask, args.memory, args.cls and cls_only are not supported (pass global tokens as x's first rows)";
   LSF_CHECK(x.dtype() == kF32 || x.dtype() == kF64) << kOp << ": x must be f32 or f64, got " << x.dtype();
   LSF_CHECK(x.dim() == 3 && x.size(2) == o.dim)
       << kOp << ": x of shape " << x.shape() << " does not match [B, n, dim = " << o.dim << "]";
