@@ -23,6 +23,7 @@
 #include "lsformer/ops/kernels/matmul.h"
 #include "lsformer/ops/reduce.h"
 #include "lsformer/ops/kernels/reduce.h"
+#include "lsformer/ops/kernels/row_layout.h"
 #include "lsformer/ops/shape.h"
 #include "lsformer/ops/softmax.h"
 #include "lsformer/ops/kernels/softmax.h"
@@ -75,10 +76,7 @@ Sizes check_inputs(const char* op, const CausalLongShortInputs& in, const Causal
   return s;
 }
 
-// The kernels read every tensor through its strides but need the feature (last) axis
-// contiguous: views such as split_heads(X W) pass as they are, anything else is copied.
-Tensor rows_contiguous(const Tensor& t) { return t.size(-1) == 1 || t.strides().back() == 1 ? t : t.contiguous(); }
-
+// The kernels read every tensor through its strides (rows_contiguous: ops/kernels/row_layout.h).
 CausalLongShortInputs row_contiguous_inputs(const CausalLongShortInputs& in) {
   return {rows_contiguous(in.q),  rows_contiguous(in.kw), rows_contiguous(in.vw),
           rows_contiguous(in.u),  rows_contiguous(in.v),  rows_contiguous(in.rw),

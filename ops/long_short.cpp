@@ -20,6 +20,7 @@
 #include "lsformer/ops/kernels/matmul.h"
 #include "lsformer/ops/reduce.h"
 #include "lsformer/ops/kernels/reduce.h"
+#include "lsformer/ops/kernels/row_layout.h"
 #include "lsformer/ops/shape.h"
 #include "lsformer/ops/softmax.h"
 #include "lsformer/ops/kernels/softmax.h"
@@ -39,9 +40,6 @@ LSF_DEFINE_KERNEL(long_short_backward_kernel,
 namespace {
 
 constexpr const char* kName = "long_short_attention";
-
-// t itself when its last (feature) axis is contiguous, else a contiguous copy.
-Tensor rows_contiguous(const Tensor& t) { return t.size(-1) <= 1 || t.strides().back() == 1 ? t : t.contiguous(); }
 
 void check_args(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& kbar, const Tensor& vbar,
                 const Tensor& mask, const LongShortAttentionOptions& o) {
