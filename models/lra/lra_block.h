@@ -53,7 +53,8 @@ class LraBlock : public nn::Module {
   // cls_only (with cls): → [B, 1, d], the CLS row alone, for a last layer whose output is pooled
   // at its CLS. The tokens still reach the CLS through the attention, but the token rows' output
   // projection, residual and MLP, whose results nothing reads, are never computed: the CLS row
-  // and every gradient are those of the full block (the discarded rows' gradients are zero).
+  // and every gradient are those of the full block (the discarded rows' gradients are zero), up
+  // to rounding (a product over fewer rows may run another GEMM kernel or register tile).
   Tensor forward(const Tensor& x, const Tensor& mask, const Tensor& cls = Tensor(), bool cls_only = false);
   // The same block on packed sequences (ops/pack.h): x [T, d] (the real tokens) → [T, d], or
   // with cls → [B + T, d] (the B CLS rows first), or with cls_only → [B, d]. Needs an attention

@@ -52,8 +52,9 @@
 // Pooled at the CLS (and asked for no hidden states), the last block forms its CLS rows alone
 // (LraBlock's cls_only): the tokens' last-layer outputs after the attention (W_o, residual,
 // norm2, MLP) are read by nothing, so they are never computed, on either path. The features
-// and gradients are the full computation's (tests/test_lra_model.cpp); with dropout > 0 the
-// masks are drawn over fewer rows, so a run's random numbers differ from one that formed them.
+// and gradients are the full computation's up to rounding (tests/test_lra_model.cpp); with
+// dropout > 0 the masks are drawn over fewer rows, so a run's random numbers differ from one
+// that formed them.
 //
 // Deviations and choices (the official code has no such path, or one we cannot follow):
 // * pooling "mean" divides by the number of REAL tokens. The LRA code (Nyströmformer's
