@@ -317,9 +317,11 @@ TEST_CASE("LraClassifier injects the CLS only into the last layer", "[lra]") {
 TEST_CASE("LraClassifier pooled at the CLS forms only the last layer's CLS row: same logits and gradients", "[lra]") {
   // Without `hidden`, the last block computes its CLS row alone (LraBlock cls_only); asked for
   // every layer's states it computes all rows. Both give the same pooled features, and the loss
-  // gradients agree: the discarded rows' gradients are zero, so only weight gradients that sum
-  // over rows may round one product differently (≤ 2u of the terms, u = 2^-53) as they pass on
-  // through ~30 stages amplifying ≤ ~10 each at these scales → 1e-12, as the tests above.
+  // gradients agree: the discarded rows' gradients are zero, so the two differ only where a
+  // product over fewer rows runs another GEMM kernel or register tile, or a weight gradient sums
+  // zero terms between its rows' products, rounding a step differently (≤ (d + 1)·u of the
+  // terms, u = 2^-53), passed on through ~30 stages amplifying ≤ ~10 each at these scales →
+  // 1e-12, as the tests above.
   struct Variant {
     std::string attention;
     bool packed, fused;
