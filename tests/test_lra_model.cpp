@@ -5,6 +5,7 @@
 #include <random>
 
 #include "helpers.h"
+#include "lsformer/ops/flops.h"
 
 using namespace lsf;
 
@@ -337,10 +338,16 @@ TEST_CASE("LraClassifier pooled at the CLS forms only the last layer's CLS row: 
     randomise(model, 21);
     Docs d = make_docs(random_rows({16, 9, 3, 12}, o.vocab_size, 22), 16);
     const Tensor labels = tensor(std::vector<int64_t>{0, 2, 1, 1}, {4});
+    int64_t macs[2] = {0, 0};  // the forward's multiply-adds: all rows, CLS rows only
     auto grads = [&](bool all_rows) {
       model.zero_grad();
       std::vector<Tensor> hidden;
-      Tensor features = model.model->forward(d.tokens, d.mask, all_rows ? &hidden : nullptr);
+      Tensor features;
+      {
+        FlopCounter counter;
+        features = model.model->forward(d.tokens, d.mask, all_rows ? &hidden : nullptr);
+        macs[all_rows ? 0 : 1] = counter.multiply_adds();
+      }
       if (all_rows) REQUIRE(hidden.back().size(1) == 1 + 16);  // the last layer's every row was formed
       cross_entropy(model.seq_classifer->forward(features), labels).backward();
       std::vector<Tensor> out{features.detach()};
@@ -348,6 +355,13 @@ TEST_CASE("LraClassifier pooled at the CLS forms only the last layer's CLS row: 
       return out;
     };
     const std::vector<Tensor> all = grads(true), cls_row = grads(false);
+    // The work left out: the last layer's token rows through the MLP (d·ffn + ffn·d each) and,
+    // where the attention has a CLS slot, through W_o (d·d); the packed path has only the real
+    // tokens' rows (16 + 9 + 3 + 12), the padded one all 4 × 16. Full attention takes the CLS as
+    // a token and still forms every row of its own output.
+    const int64_t rows = v.packed ? 40 : 4 * 16, d_ = o.dim, ffn = o.ffn_dim;
+    const int64_t skipped = rows * (2 * d_ * ffn + (v.attention == "long_short" ? d_ * d_ : 0));
+    CHECK(macs[0] - macs[1] == skipped);
     REQUIRE(all.size() == cls_row.size());
     for (size_t i = 0; i < all.size(); ++i) {
       INFO("pooled features, then parameter gradient " << i);
