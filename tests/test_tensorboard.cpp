@@ -2,9 +2,11 @@
 // TFRecord framing of every record checked byte by byte here (independently of
 // read_tfrecords), the Event protocol buffers parsed back with the generated classes, corrupt
 // files named as such, and a short training run's tb/ holding the config text, the scalars of
-// metrics.jsonl (and the memory scalars) and the histograms every train.tensorboard_every steps.
+// metrics.jsonl (and the memory scalars) and the histograms every train.tensorboard_every steps,
+// and a resumed run's second file with the restart mark that hides the steps it redoes.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -246,5 +248,81 @@ TEST_CASE("a training run writes tb/: the config, metrics.jsonl's scalars and pe
     CHECK((tag.rfind("parameters/", 0) == 0 || tag.rfind("gradients/", 0) == 0));
     CHECK(steps == std::vector<int64_t>{5, 10});
   }
+  fs::remove_all(dir);
+}
+
+// What TensorBoard's event accumulator keeps of a run directory's scalars: every value of its
+// files in name order, appended (a step logged twice is shown twice), and a SessionLog START at
+// step s dropping every value read so far at steps ≥ s. Tag → (step, value) in reading order.
+std::map<std::string, std::vector<std::pair<int64_t, float>>> displayed_scalars(const fs::path& tb_dir) {
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(tb_dir)) files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  std::map<std::string, std::vector<std::pair<int64_t, float>>> shown;
+  for (const fs::path& file : files)
+    for (const auto& e : parse_events(file)) {
+      if (e.has_session_log() && e.session_log().status() == lsf::tb::SessionLog::START)
+        for (auto& [tag, points] : shown) std::erase_if(points, [&](const auto& p) { return p.first >= e.step(); });
+      for (const auto& v : e.summary().value())
+        if (!v.has_histo() && !v.has_tensor()) shown[v.tag()].emplace_back(e.step(), v.simple_value());
+    }
+  return shown;
+}
+
+TEST_CASE("a resumed run adds an event file whose restart mark hides the steps it redoes", "[tensorboard][train]") {
+  const train::RunConfig config = train::parse_config(R"({
+    "data": {"task": "listops", "seed": 3,
+             "generate": {"enabled": true, "train": 64, "dev": 16, "test": 16,
+                          "min_length": 4, "max_length": 16, "max_depth": 2, "max_args": 3}},
+    "model": {"vocab_size": 16, "max_seq_len": 16, "dim": 16, "heads": 2, "ffn_dim": 32, "window": 4, "rank": 4,
+              "head_hidden": 16},
+    "schedule": {"name": "constant"},
+    "train": {"steps": 12, "batch_size": 8, "eval_every": 0, "log_every": 3, "checkpoint_every": 0,
+              "tensorboard_every": 0, "seed": 1, "threads": 1}
+  })");
+  const fs::path dir = fresh_dir("resumed");
+  std::ostringstream log;
+  // Stopped at step 6; resumed up to step 9; then, as if it had crashed there before saving, the
+  // step-6 checkpoint is put back and the run resumed again to the end: steps 7–9 are redone.
+  testing::run_training(config, dir, log, /*resume=*/false, /*stop_after=*/6);
+  fs::copy_file(dir / "last.safetensors", dir / "step6.safetensors");
+  testing::run_training(config, dir, log, /*resume=*/true, /*stop_after=*/9);
+  fs::copy_file(dir / "step6.safetensors", dir / "last.safetensors", fs::copy_options::overwrite_existing);
+  CHECK(testing::run_training(config, dir, log, /*resume=*/true).finished);
+  INFO(log.str());
+
+  // Three files, none overwritten although the runs started within the same second or two.
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(dir / "tb")) files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  REQUIRE(files.size() == 3);
+  // The first file has no restart mark; each resumed one has it right after its version record,
+  // at its checkpoint's step + 1.
+  const std::vector<int64_t> restarts = {-1, 7, 7};
+  for (size_t f = 0; f < files.size(); ++f) {
+    INFO(files[f]);
+    const std::vector<lsf::tb::Event> events = parse_events(files[f]);
+    REQUIRE(events.size() >= 2);
+    CHECK(events[0].file_version() == "brain.Event:2");
+    int marks = 0;
+    for (const auto& e : events) marks += e.has_session_log();
+    CHECK(marks == (restarts[f] < 0 ? 0 : 1));
+    if (restarts[f] >= 0) {
+      CHECK(events[1].session_log().status() == lsf::tb::SessionLog::START);
+      CHECK(events[1].step() == restarts[f]);
+    }
+  }
+  // The second file logged step 9 of the abandoned attempt (without the third file's mark it
+  // would show twice); what TensorBoard shows is each logged step once, in order, with
+  // metrics.jsonl's values (whose abandoned line the last resume dropped).
+  std::vector<std::pair<int64_t, float>> expected;
+  std::ifstream in(dir / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const auto m = nlohmann::json::parse(line);
+    if (m.at("split") == "train") expected.emplace_back(m.at("step").get<int64_t>(), float(m.at("loss").get<double>()));
+  }
+  CHECK(expected == std::vector<std::pair<int64_t, float>>{{3, expected[0].second}, {6, expected[1].second},
+                                                           {9, expected[2].second}, {12, expected[3].second}});
+  CHECK(displayed_scalars(dir / "tb").at("train/loss") == expected);
   fs::remove_all(dir);
 }

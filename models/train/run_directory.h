@@ -9,7 +9,9 @@
 //   tb/                TensorBoard event files (tensorboard.h): the scalars of metrics.jsonl and the
 //                      gradient norm, the resolved config as text, histograms of parameters and
 //                      gradients every train.tensorboard_every steps. A resumed run adds a new
-//                      file; the steps redone after the resumed checkpoint then appear twice.
+//                      file that starts with a restart mark at the checkpoint's step + 1:
+//                      TensorBoard drops the earlier files' events from there on, so the steps
+//                      redone after the resumed checkpoint show once, as metrics.jsonl's do.
 //   curves.svg         the training and dev curves (curves.h), redrawn at every evaluation
 // Files are replaced atomically (engine's write_file_atomically, save_checkpoint).
 #pragma once

@@ -87,7 +87,13 @@ EventWriter::EventWriter(const std::string& dir) : impl_(std::make_unique<Impl>(
   fs::create_directories(dir, ec);
   LSF_CHECK(!ec) << "cannot create TensorBoard directory '" << dir << "': " << ec.message();
   const double now = unix_seconds();
-  impl_->path = (fs::path(dir) / ("events.out.tfevents." + std::to_string(int64_t(now)) + "." + host_name())).string();
+  const std::string base =
+      (fs::path(dir) / ("events.out.tfevents." + std::to_string(int64_t(now)) + "." + host_name())).string();
+  // Never truncate an existing file: a run resumed within the second it started in would lose
+  // the first run's events. TensorBoard reads a directory's files in name order, which the
+  // suffix keeps.
+  impl_->path = base;
+  for (int suffix = 1; fs::exists(impl_->path, ec); ++suffix) impl_->path = base + "." + std::to_string(suffix);
   errno = 0;
   impl_->out.open(impl_->path, std::ios::binary | std::ios::trunc);
   LSF_CHECK(impl_->out) << "cannot create TensorBoard event file '" << impl_->path << "': " << Impl::reason();
@@ -101,6 +107,14 @@ EventWriter::EventWriter(const std::string& dir) : impl_(std::make_unique<Impl>(
 EventWriter::~EventWriter() = default;
 
 const std::string& EventWriter::path() const { return impl_->path; }
+
+void EventWriter::mark_restart(int64_t step) {
+  tb::Event event;
+  event.set_wall_time(unix_seconds());
+  event.set_step(step);
+  event.mutable_session_log()->set_status(tb::SessionLog::START);
+  impl_->write_event(event);
+}
 
 void EventWriter::add_scalar(const std::string& tag, double value, int64_t step) {
   impl_->write_value(tag, step, [&](tb::Summary::Value& v) { v.set_simple_value(float(value)); });

@@ -12,7 +12,9 @@
 //   uint64 length | uint32 masked CRC-32C of those 8 bytes | length bytes of data | uint32 masked CRC-32C of the data
 // (little-endian; crc32c.h), and each record's data is one serialized Event protocol buffer
 // (tensorboard_event.proto, compiled with Debian's protoc). The first record holds
-// file_version "brain.Event:2". Scalars are Summary.Value.simple_value; histograms
+// file_version "brain.Event:2". A resumed run's file then holds a SessionLog START at the first
+// step it redoes (mark_restart): TensorBoard drops the earlier files' events from that step on,
+// so the steps an interrupted run logged after its last checkpoint do not show twice. Scalars are Summary.Value.simple_value; histograms
 // HistogramProto with equal-width buckets; text a DT_STRING TensorProto tagged with the "text"
 // plugin (TensorBoard renders it as Markdown). Non-finite values are left out of a histogram
 // (its `num` counts the finite ones) since TensorBoard cannot place them on an axis.
@@ -28,14 +30,19 @@ namespace lsf::train {
 
 class EventWriter {
  public:
-  // Creates `dir` (and parents) and a new event file in it; an error names the path when it
-  // cannot be written.
+  // Creates `dir` (and parents) and a new event file in it, events.out.tfevents.<unix time>.<host>
+  // (with a ".1", ".2", ... suffix when a file of that name exists: a run resumed within the
+  // second it started in keeps the first file); an error names the path when it cannot be
+  // written.
   explicit EventWriter(const std::string& dir);
   ~EventWriter();
   EventWriter(const EventWriter&) = delete;
   EventWriter& operator=(const EventWriter&) = delete;
 
   const std::string& path() const;
+  // The run restarts at `step` (a resumed run: its checkpoint's step + 1): a SessionLog START
+  // event, on which TensorBoard discards what earlier files of the directory hold at steps ≥ step.
+  void mark_restart(int64_t step);
   void add_scalar(const std::string& tag, double value, int64_t step);
   void add_text(const std::string& tag, const std::string& markdown, int64_t step);
   // `values` summarised in `buckets` (≥ 1) equal-width buckets between their min and max.

@@ -280,6 +280,8 @@ Run start_run(const RunConfig& config, const TrainOptions& options, ProgressLine
   dp.attach(*run.model);
   if (!dp.is_root()) return run;    // rank 0 alone writes TensorBoard and prints
   run.tb = std::make_unique<EventWriter>(run.paths.tensorboard);
+  // What the interrupted run logged after its last checkpoint is redone from step + 1 on.
+  if (options.resume) run.tb->mark_restart(run.step + 1);
   // The resolved config as a Markdown code block (indented: plain Markdown, no extension needed).
   std::string config_text;
   std::istringstream lines(to_json(config));
