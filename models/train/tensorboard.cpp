@@ -89,11 +89,12 @@ EventWriter::EventWriter(const std::string& dir) : impl_(std::make_unique<Impl>(
   const double now = unix_seconds();
   const std::string base =
       (fs::path(dir) / ("events.out.tfevents." + std::to_string(int64_t(now)) + "." + host_name())).string();
-  // Never truncate an existing file: a run resumed within the second it started in would lose
-  // the first run's events. TensorBoard reads a directory's files in name order, which the
-  // suffix keeps.
+  // Never truncate an existing event file: a run resumed within the second it started in would
+  // lose the first run's events. TensorBoard reads a directory's files in name order, which the
+  // suffix keeps. (Only regular files are stepped over: a name taken by anything else is opened,
+  // and fails by name if it cannot be written.)
   impl_->path = base;
-  for (int suffix = 1; fs::exists(impl_->path, ec); ++suffix) impl_->path = base + "." + std::to_string(suffix);
+  for (int suffix = 1; fs::is_regular_file(impl_->path, ec); ++suffix) impl_->path = base + "." + std::to_string(suffix);
   errno = 0;
   impl_->out.open(impl_->path, std::ios::binary | std::ios::trunc);
   LSF_CHECK(impl_->out) << "cannot create TensorBoard event file '" << impl_->path << "': " << Impl::reason();

@@ -31,8 +31,8 @@ namespace lsf::train {
 class EventWriter {
  public:
   // Creates `dir` (and parents) and a new event file in it, events.out.tfevents.<unix time>.<host>
-  // (with a ".1", ".2", ... suffix when a file of that name exists: a run resumed within the
-  // second it started in keeps the first file); an error names the path when it cannot be
+  // (with a ".1", ".2", ... suffix when a regular file of that name exists: a run resumed within
+  // the second it started in keeps the first file); an error names the path when it cannot be
   // written.
   explicit EventWriter(const std::string& dir);
   ~EventWriter();
