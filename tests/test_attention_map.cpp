@@ -4,6 +4,7 @@
 // that stays small and says how it was binned, and `lsf attention`'s library call on tiny trained
 // runs of the three families (LRA, char-LM, vision): well-formed SVG with the expected parts, and
 // errors naming the bad value and the valid range; the char-LM run's report.html with its sample.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -37,6 +38,13 @@ std::string texts_of(const std::string& svg) {
     out += svg.substr(open + 1, close - open - 1) + "\n";
     at = close;
   }
+  return out;
+}
+
+// The same joined by spaces: a caption sentence reads whole however the picture wrapped it.
+std::string flat_texts_of(const std::string& svg) {
+  std::string out = texts_of(svg);
+  std::replace(out.begin(), out.end(), '\n', ' ');
   return out;
 }
 
@@ -220,6 +228,44 @@ TEST_CASE("lsf attention on a trained LRA run: the window band, the slots, P, na
     CHECK_THAT(texts_of(svg), Contains(std::string(kind) == "full" ? "Full attention: every query over every token"
                                                                    : "4 projected slots"));
   }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("lsf attention on an LRA pixel task: over the image, and full attention's CLS token", "[attention_map][train]") {
+  const fs::path dir = fresh_dir("pixels");
+  std::ostringstream log;
+  testing::run_training(parse_config(R"({
+    "data": {"task": "pathfinder", "seed": 6, "generate": {"enabled": true, "train": 8, "dev": 4, "test": 4}},
+    "model": {"vocab_size": 256, "max_seq_len": 1024, "dim": 8, "heads": 2, "ffn_dim": 16, "layers": 2, "window": 8,
+              "rank": 2, "head_hidden": 8},
+    "schedule": {"name": "constant"},
+    "train": {"steps": 2, "batch_size": 4, "eval_every": 2, "log_every": 1, "checkpoint_every": 0, "seed": 1, "threads": 1}
+  })"), dir / "run", log);
+  const std::string ckpt = (dir / "run" / "best.safetensors").string();
+  for (int64_t layer : {0, 1}) {
+    INFO("layer " << layer);
+    const std::string svg = attention_map(ckpt, {.split = "dev", .index = 1, .layer = layer}).str();
+    testing::parse_markup(svg);
+    const std::string texts = flat_texts_of(svg);
+    CHECK_THAT(texts, Contains("pathfinder dev example 1") && Contains("The 32×32 pixels are one sequence in row-major order") &&
+                          Contains("the query is pixel 528 (row 16, column 16)") && Contains("window + slots through P") &&
+                          Contains("slot 1: "));
+    CHECK((texts.find("the CLS gets") != std::string::npos) == (layer == 1));  // the last layer has the CLS
+  }
+  CHECK_THAT(flat_texts_of(attention_map(ckpt, {.split = "dev", .query = 33}).str()), Contains("(row 1, column 1)"));
+  CHECK_THROWS_WITH(attention_map(ckpt, {.query = 1024}), Contains("--query 1024 is out of range for this 32×32 image (0..1023"));
+
+  // Full attention pooled at the CLS: the last layer's sequence starts with the CLS token, drawn
+  // as the global token over the image and as a slot in the sequence picture.
+  std::ostringstream full_log;
+  testing::run_training(parse_config(testing::read_file(dir / "run" / "config.json"), {"model.attention=full"}),
+                        dir / "full", full_log);
+  const std::string full_ckpt = (dir / "full" / "best.safetensors").string();
+  const std::string full = flat_texts_of(attention_map(full_ckpt, {.index = 1, .layer = 1}).str());
+  CHECK_THAT(full, Contains("Full attention: every query over every token") && Contains("the CLS gets") &&
+                       Contains("This last layer also attends to the CLS token"));
+  CHECK(full.find("window + slots through P") == std::string::npos);
+  CHECK(flat_texts_of(attention_map(full_ckpt, {.index = 1, .layer = 0}).str()).find("CLS") == std::string::npos);
   fs::remove_all(dir);
 }
 

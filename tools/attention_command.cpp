@@ -22,7 +22,7 @@ const std::vector<Flag>& flags() {
       {"--index", "I", "the example of the split (char-LM: the block of model.block_length characters); default 0"},
       {"--layer", "L", "the attention layer, 0-based in module order (default 0)"},
       {"--head", "H", "the head (default 0)"},
-      {"--query", "Q", "the highlighted query (vision: the patch, row-major); default: the middle one"},
+      {"--query", "Q", "the highlighted query (vision: the patch; LRA Image and Pathfinder: the pixel; both row-major); default: the middle one"},
       {"--set", "KEY=VALUE", "override a key of the stored config (repeatable)", true},
       {"--threads", "N", "CPU threads (default: the run's train.threads)"},
       {"--out", "PATH", "the picture to write: .svg, or .png (drawn through Cairo)"},

@@ -54,7 +54,8 @@ std::string shares_note(const SequencePicture& p) {
   for (double v : p.on_slots) on_slots += v;
   const double total = on_keys + on_slots;
   if (total <= 0) return "";
-  return "On average a query puts " + percent(on_keys / total) + " of its attention on its window and " +
+  return "On average a query puts " + percent(on_keys / total) + " of its attention on " +
+         (p.in_band.empty() ? "the tokens" : "its window") + " and " +
          percent(on_slots / total) + " on the " + std::to_string(p.slots) + " slots.";
 }
 
@@ -159,28 +160,32 @@ SequencePicture causal_picture(const nn::CausalLongShortAttention& module, const
 }
 
 // Full attention [n, K] (K = n, or C + M for the char-LM's full baseline) and Linformer's slots.
+// cls_token = 1: the layer's sequence starts with the CLS token (an LRA model pooled at the CLS
+// joins it to the last layer's sequence as a token when its attention has no CLS slot); its row
+// is left out and, for full attention, its column drawn as a slot.
 SequencePicture dense_picture(const nn::Module& module, const nn::CaptureScope& cap, const std::string& path,
-                              const InspectedExample& ex, int64_t head) {
+                              const InspectedExample& ex, int64_t head, int64_t cls_token) {
   const Tensor& a = cap.get(path + ".attention");
   const std::vector<double> rows = head_matrix(a, ex.batch_row, head);
-  const int64_t Q = a.size(2), cols = a.size(3);
+  const int64_t Q = a.size(2), cols = a.size(3), c = cls_token;
   SequencePicture p;
   if (const auto* lin = dynamic_cast<const nn::LinformerAttention*>(&module)) {
-    const int64_t L = std::min<int64_t>(int64_t(ex.tokens.size()), Q), k = cols, n = lin->options().max_seq_len;
+    const int64_t L = std::min<int64_t>(int64_t(ex.tokens.size()), Q - c), k = cols, n = lin->options().max_seq_len;
     p.queries = L;
     p.keys = L;
     p.key_labels = ex.tokens;
     p.key_labels.resize(size_t(L));
     p.on_keys.assign(size_t(L * L), 0.0);
     p.slots = k;
-    p.on_slots = crop(rows, k, L, k);
+    p.on_slots.assign(rows.begin() + c * k, rows.begin() + (c + L) * k);
     const Tensor E = lin->options().per_head ? lin->E.select(0, head) : lin->E;  // [k, n]
     const std::vector<double> e = E.to(kF64).contiguous().to_vector<double>();
     p.pooling.assign(size_t(k * L), 0.0);
     for (int64_t i = 0; i < k; ++i) {
       double z = 0;
-      for (int64_t j = 0; j < L; ++j) z += std::fabs(e[size_t(i * n + j)]);
-      for (int64_t j = 0; j < L; ++j) p.pooling[size_t(i * L + j)] = z > 0 ? std::fabs(e[size_t(i * n + j)]) / z : 0.0;
+      for (int64_t j = 0; j < L; ++j) z += std::fabs(e[size_t(i * n + c + j)]);
+      for (int64_t j = 0; j < L; ++j)
+        p.pooling[size_t(i * L + j)] = z > 0 ? std::fabs(e[size_t(i * n + c + j)]) / z : 0.0;
     }
     p.keys_title = "tokens (Linformer has no window)";
     p.slots_title = std::to_string(k) + " projected slots";
@@ -190,17 +195,28 @@ SequencePicture dense_picture(const nn::Module& module, const nn::CaptureScope& 
     return p;
   }
   const int64_t memory = cols - Q;  // the char-LM's full baseline: [memory ; block] keys
-  const int64_t L = memory > 0 ? Q : std::min<int64_t>(int64_t(ex.tokens.size()), Q), K = memory > 0 ? cols : L;
+  const int64_t L = memory > 0 ? Q : std::min<int64_t>(int64_t(ex.tokens.size()), Q - c), K = memory > 0 ? cols : L;
   p.queries = L;
   p.keys = K;
   p.memory = std::max<int64_t>(memory, 0);
   p.query_offset = p.memory;
   p.key_labels = ex.tokens;
   p.key_labels.resize(size_t(K));
-  p.on_keys = crop(rows, cols, L, K);
+  p.on_keys.resize(size_t(L * K));
+  for (int64_t i = 0; i < L; ++i)
+    for (int64_t j = 0; j < K; ++j) p.on_keys[size_t(i * K + j)] = rows[size_t((c + i) * cols + c + j)];
+  if (c > 0) {
+    p.slots = 1;
+    p.slot_labels = {"CLS"};
+    p.on_slots.resize(size_t(L));
+    for (int64_t i = 0; i < L; ++i) p.on_slots[size_t(i)] = rows[size_t((c + i) * cols)];
+    p.pooling.assign(size_t(K), 0.0);
+    p.slots_title = "the CLS token";
+  }
   p.keys_title = "full attention";
   p.notes.push_back(memory > 0 ? "Full attention over [memory ; block]: query t sees every memory position and the block up to t."
                                : "Full attention: every query over every token.");
+  if (c > 0) p.notes.push_back("This last layer also attends to the CLS token, the first of its sequence (drawn as a slot).");
   return p;
 }
 
@@ -274,6 +290,48 @@ ImagePicture image_picture(const nn::Module& module, const nn::CaptureScope& cap
   return p;
 }
 
+// A pixel task's sequence picture (LRA Image, Pathfinder: one token per pixel, row-major) for
+// one query, drawn over its image: the window and the effective attention as maps, one map per
+// projection slot, the CLS slot as the global token.
+ImagePicture pixel_picture(const SequencePicture& s, const InspectedExample& ex, int64_t query) {
+  const int64_t side = ex.width, N = side * side, S = s.slots;
+  LSF_CHECK(ex.height == side && s.queries == N && s.keys == N)
+      << "internal: a " << ex.height << "×" << ex.width << " pixel sequence drawn from a picture of " << s.queries
+      << " queries × " << s.keys << " keys";
+  ImagePicture p;
+  p.pixels = ex.pixels;
+  p.height = ex.height;
+  p.width = ex.width;
+  p.channels = ex.channels;
+  p.side = side;
+  p.query = query < 0 ? (side / 2) * side + side / 2 : query;
+  LSF_CHECK(p.query < N) << "--query " << p.query << " is out of range for this " << side << "×" << side
+                         << " image (0.." << N - 1 << ", the pixel, row-major)";
+  p.window.assign(s.on_keys.begin() + p.query * N, s.on_keys.begin() + (p.query + 1) * N);
+  const int64_t cls = !s.slot_labels.empty() && s.slot_labels.front() == "CLS" ? 1 : 0;
+  if (cls) p.global = s.on_slots[size_t(p.query * S)];
+  if (S > cls) {
+    for (int64_t i = cls; i < S; ++i) p.slot_weights.push_back(s.on_slots[size_t(p.query * S + i)]);
+    p.pooling.assign(s.pooling.begin() + cls * N, s.pooling.end());
+    p.effective = effective_attention(p.window, p.slot_weights, p.pooling, N);
+  }
+  if (s.in_band.empty()) {
+    p.notes = s.notes;  // full attention's own notes
+  } else {
+    p.notes.push_back("Long-short attention: one softmax over the query's " + s.keys_title + " and the " +
+                      std::to_string(S) + " global slots" + (cls ? " (the CLS first)" : "") +
+                      ": the window map, the slot weights" + (cls ? " and the CLS's share" : "") + " sum to 1.");
+  }
+  std::ostringstream os;
+  os << "The " << side << "×" << side << " pixels are one sequence in row-major order"
+     << (s.in_band.empty() ? "" : " (the window runs along it, wrapping at the ends of rows)") << "; the query is pixel "
+     << p.query << " (row " << p.query / side << ", column " << p.query % side << ")";
+  if (cls) os << "; the CLS gets " << percent(p.global) << " of its attention";
+  os << ".";
+  p.notes.push_back(os.str());
+  return p;
+}
+
 std::string layer_list(const std::vector<std::string>& paths) {
   std::ostringstream os;
   for (size_t i = 0; i < paths.size(); ++i) os << (i ? ", " : "") << i << ": " << paths[i];
@@ -307,24 +365,38 @@ Svg attention_map(const std::string& checkpoint, const AttentionMapOptions& o) {
       << layer_list(paths) << ")";
   const std::string& path = paths[size_t(o.layer)];
   const nn::Module& module = *modules[size_t(o.layer)];
+  // A full-attention or Linformer layer with one more query than the first attention layer has
+  // a CLS token first (LRA models pooled at the CLS add it to the last layer's sequence).
+  const int64_t rows0 = cap.get(paths.front() + ".attention").size(2);
+  const int64_t cls_token = cap.get(path + ".attention").size(2) == rows0 + 1 ? 1 : 0;
   const int64_t heads = cap.get(path + ".attention").size(1);
   LSF_CHECK(o.head >= 0 && o.head < heads) << "--head " << o.head << " is out of range: layer " << o.layer << " ("
                                            << path << ") has " << heads << " heads (0.." << heads - 1 << ")";
   const std::string title = "Layer " + std::to_string(o.layer) + " (" + path + "), head " + std::to_string(o.head);
 
-  if (!ex.pixels.empty()) {
+  const auto* ls = dynamic_cast<const nn::LongShortAttention*>(&module);
+  if (ex.pixel_sequence && (ls != nullptr || dynamic_cast<const nn::FullAttention*>(&module) != nullptr)) {
+    // LRA's pixel tasks over their image (Linformer's k signed slots keep the sequence picture).
+    ImagePicture p = pixel_picture(ls ? long_short_picture(*ls, cap, path, ex, o.head)
+                                      : dense_picture(module, cap, path, ex, o.head, cls_token),
+                                   ex, o.query);
+    p.title = title;
+    p.notes.insert(p.notes.begin(), ex.description);
+    return draw_image_picture(p);
+  }
+  if (!ex.pixels.empty() && !ex.pixel_sequence) {
     ImagePicture p = image_picture(module, cap, path, ex, o.head, o.query);
     p.title = title;
     p.notes.insert(p.notes.begin(), ex.description);
     return draw_image_picture(p);
   }
   SequencePicture p;
-  if (const auto* ls = dynamic_cast<const nn::LongShortAttention*>(&module)) {
+  if (ls != nullptr) {
     p = long_short_picture(*ls, cap, path, ex, o.head);
   } else if (const auto* causal = dynamic_cast<const nn::CausalLongShortAttention*>(&module)) {
     p = causal_picture(*causal, cap, path, ex, o.head);
   } else {
-    p = dense_picture(module, cap, path, ex, o.head);
+    p = dense_picture(module, cap, path, ex, o.head, cls_token);
   }
   p.title = title;
   p.notes.insert(p.notes.begin(), ex.description);

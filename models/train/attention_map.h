@@ -19,10 +19,15 @@
 //   (its projection is linear, not a softmax). Axes longer than max_cells are binned (a cell over
 //   k queries × k keys shows the mean over its queries of their attention summed over its keys;
 //   the caption says k), so n = 2048 stays legible and the file small.
+//   A full-attention or Linformer layer whose sequence starts with a CLS token (the last layer of
+//   an LRA model pooled at the CLS without a CLS slot) leaves the CLS's row out; full attention
+//   draws its column as a slot.
 // Vision models (2-D long-short, ViL's full attention) — ImagePicture: the image as the model
 // saw it, the chosen query patch outlined, its window attention drawn over the image, its
 // effective attention (window + slots through P + none to the global token), and one small map
-// per projection slot (what it pools, titled with the query's weight on it).
+// per projection slot (what it pools, titled with the query's weight on it). LRA's pixel tasks
+// (Image, Pathfinder: one token per pixel) draw their long-short or full attention the same way
+// for one query pixel, from the sequence picture's row (the CLS as the global token).
 //
 // Colours: white → dark blue in 24 steps, each panel scaled to its own maximum (in the legend).
 #pragma once

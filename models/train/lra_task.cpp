@@ -3,6 +3,7 @@
 #include "lsformer/models/train/lra_task.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <iomanip>
 #include <map>
@@ -392,6 +393,16 @@ class LraTask final : public Task {
     const data::Example& ex = one->examples.front();
     InspectedExample out;
     for (int32_t id : ex.tokens) out.tokens.push_back(lra_token_label(all.name, id));
+    if (config_.task == "lra_image" || config_.task == "pathfinder") {
+      // The tokens are the grayscale pixels of a square image, row-major: draw attention over it.
+      const int64_t n = int64_t(ex.tokens.size()), side = int64_t(std::llround(std::sqrt(double(n))));
+      if (side > 0 && side * side == n) {
+        for (int32_t id : ex.tokens) out.pixels.push_back(uint8_t(std::clamp(id, 0, 255)));
+        out.height = out.width = side;
+        out.channels = 1;
+        out.pixel_sequence = true;
+      }
+    }
     std::ostringstream os;
     os << config_.task << " " << split << " example " << index << ": " << ex.tokens.size() << " tokens"
        << (ex.tokens2.empty() ? "" : " (first document)") << ", label " << ex.label << ", predicted " << predicted

@@ -113,6 +113,9 @@ struct InspectedExample {
   // normalisation), [height, width, channels] uint8 row-major; empty for sequence tasks.
   std::vector<uint8_t> pixels;
   int64_t height = 0, width = 0, channels = 0;
+  // LRA's pixel tasks (Image, Pathfinder): `pixels` is the image whose pixels, row-major, are
+  // the sequence's tokens (one token per pixel; `tokens` labels them as for any sequence).
+  bool pixel_sequence = false;
 };
 
 // Data parallelism (models/train/data_parallel.h): this process is rank `rank` of `world` and
