@@ -47,6 +47,20 @@ inline std::string safetensors_bytes(const std::string& json, const std::string&
   return out + json + data;
 }
 
+// A ListOps run a test trains in a fraction of a second: 12 steps of batch 8 on 64 generated
+// examples, a 2-layer d = 16 long-short model, a dev evaluation every 4 steps and a log line
+// every 2, no periodic checkpoints or histograms; tests adjust it with parse_config's overrides.
+inline const char* const kTinyListopsRun = R"({
+  "data": {"task": "listops", "seed": 3,
+           "generate": {"enabled": true, "train": 64, "dev": 16, "test": 16,
+                        "min_length": 4, "max_length": 16, "max_depth": 2, "max_args": 3}},
+  "model": {"vocab_size": 16, "max_seq_len": 16, "dim": 16, "heads": 2, "ffn_dim": 32, "window": 4, "rank": 4,
+            "head_hidden": 16},
+  "schedule": {"name": "constant"},
+  "train": {"steps": 12, "batch_size": 8, "eval_every": 4, "log_every": 2, "checkpoint_every": 0,
+            "tensorboard_every": 0, "seed": 1, "threads": 1}
+})";
+
 // Options for train::train into `dir` with the progress and the summary written to `log`, one
 // line per logged step (never a live \r line).
 inline train::TrainOptions quiet_train_options(const std::filesystem::path& dir, std::ostringstream& log) {

@@ -73,17 +73,6 @@ std::map<std::tuple<std::string, std::string, std::string>, size_t> polylines(co
   return lines;
 }
 
-const std::string kTinyRun = R"({
-  "data": {"task": "listops", "seed": 3,
-           "generate": {"enabled": true, "train": 64, "dev": 16, "test": 16,
-                        "min_length": 4, "max_length": 16, "max_depth": 2, "max_args": 3}},
-  "model": {"vocab_size": 16, "max_seq_len": 16, "dim": 16, "heads": 2, "ffn_dim": 32, "window": 4, "rank": 4,
-            "head_hidden": 16},
-  "schedule": {"name": "constant"},
-  "train": {"steps": 12, "batch_size": 8, "eval_every": 4, "log_every": 2, "checkpoint_every": 0,
-            "tensorboard_every": 0, "seed": 1, "threads": 1}
-})";
-
 }  // namespace
 
 TEST_CASE("the SVG builder escapes text and attributes and balances groups", "[plot]") {
@@ -201,7 +190,7 @@ TEST_CASE("a training run keeps curves.svg current, and lsf report writes a self
   options.log = &log;
   options.out = &log;
   options.progress = 0;
-  train::train(train::parse_config(kTinyRun), options);
+  train::train(train::parse_config(testing::kTinyListopsRun), options);
   INFO(log.str());
   REQUIRE(fs::exists(dir / "curves.svg"));
   const auto lines = polylines(parse_markup(testing::read_file(dir / "curves.svg")));

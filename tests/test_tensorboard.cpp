@@ -172,16 +172,6 @@ TEST_CASE("read_tfrecords names a corrupt or truncated record", "[tensorboard]")
 }
 
 TEST_CASE("a training run writes tb/: the config, metrics.jsonl's scalars and periodic histograms", "[tensorboard][train]") {
-  const std::string config = R"({
-    "data": {"task": "listops", "seed": 3,
-             "generate": {"enabled": true, "train": 64, "dev": 16, "test": 16,
-                          "min_length": 4, "max_length": 16, "max_depth": 2, "max_args": 3}},
-    "model": {"vocab_size": 16, "max_seq_len": 16, "dim": 16, "heads": 2, "ffn_dim": 32, "window": 4, "rank": 4,
-              "head_hidden": 16},
-    "schedule": {"name": "constant"},
-    "train": {"steps": 12, "batch_size": 8, "eval_every": 6, "log_every": 3, "checkpoint_every": 0,
-              "tensorboard_every": 5, "seed": 1, "threads": 1}
-  })";
   const fs::path dir = fresh_dir("run");
   std::ostringstream log;
   train::TrainOptions options;
@@ -189,7 +179,9 @@ TEST_CASE("a training run writes tb/: the config, metrics.jsonl's scalars and pe
   options.log = &log;
   options.out = &log;
   options.progress = 0;
-  train::train(train::parse_config(config), options);
+  train::train(train::parse_config(testing::kTinyListopsRun,
+                                   {"train.eval_every=6", "train.log_every=3", "train.tensorboard_every=5"}),
+               options);
   INFO(log.str());
 
   std::map<std::string, std::map<int64_t, float>> scalars;  // tag → step → value
@@ -270,16 +262,8 @@ std::map<std::string, std::vector<std::pair<int64_t, float>>> displayed_scalars(
 }
 
 TEST_CASE("a resumed run adds an event file whose restart mark hides the steps it redoes", "[tensorboard][train]") {
-  const train::RunConfig config = train::parse_config(R"({
-    "data": {"task": "listops", "seed": 3,
-             "generate": {"enabled": true, "train": 64, "dev": 16, "test": 16,
-                          "min_length": 4, "max_length": 16, "max_depth": 2, "max_args": 3}},
-    "model": {"vocab_size": 16, "max_seq_len": 16, "dim": 16, "heads": 2, "ffn_dim": 32, "window": 4, "rank": 4,
-              "head_hidden": 16},
-    "schedule": {"name": "constant"},
-    "train": {"steps": 12, "batch_size": 8, "eval_every": 0, "log_every": 3, "checkpoint_every": 0,
-              "tensorboard_every": 0, "seed": 1, "threads": 1}
-  })");
+  const train::RunConfig config =
+      train::parse_config(testing::kTinyListopsRun, {"train.eval_every=0", "train.log_every=3"});
   const fs::path dir = fresh_dir("resumed");
   std::ostringstream log;
   // Stopped at step 6; resumed up to step 9; then, as if it had crashed there before saving, the
