@@ -266,6 +266,13 @@ TEST_CASE("lsf attention on an LRA pixel task: over the image, and full attentio
                        Contains("This last layer also attends to the CLS token"));
   CHECK(full.find("window + slots through P") == std::string::npos);
   CHECK(flat_texts_of(attention_map(full_ckpt, {.index = 1, .layer = 0}).str()).find("CLS") == std::string::npos);
+  // One layer: the first attention layer is the last, and its sequence starts with the CLS.
+  std::ostringstream one_log;
+  testing::run_training(parse_config(testing::read_file(dir / "run" / "config.json"),
+                                     {"model.attention=full", "model.layers=1"}),
+                        dir / "one", one_log);
+  CHECK_THAT(flat_texts_of(attention_map((dir / "one" / "best.safetensors").string(), {.index = 1}).str()),
+             Contains("This last layer also attends to the CLS token") && Contains("the CLS gets"));
   fs::remove_all(dir);
 }
 

@@ -365,10 +365,7 @@ Svg attention_map(const std::string& checkpoint, const AttentionMapOptions& o) {
       << layer_list(paths) << ")";
   const std::string& path = paths[size_t(o.layer)];
   const nn::Module& module = *modules[size_t(o.layer)];
-  // A full-attention or Linformer layer with one more query than the first attention layer has
-  // a CLS token first (LRA models pooled at the CLS add it to the last layer's sequence).
-  const int64_t rows0 = cap.get(paths.front() + ".attention").size(2);
-  const int64_t cls_token = cap.get(path + ".attention").size(2) == rows0 + 1 ? 1 : 0;
+  const int64_t cls_token = &module == ex.cls_token_attention ? 1 : 0;
   const int64_t heads = cap.get(path + ".attention").size(1);
   LSF_CHECK(o.head >= 0 && o.head < heads) << "--head " << o.head << " is out of range: layer " << o.layer << " ("
                                            << path << ") has " << heads << " heads (0.." << heads - 1 << ")";

@@ -393,6 +393,8 @@ class LraTask final : public Task {
     const data::Example& ex = one->examples.front();
     InspectedExample out;
     for (int32_t id : ex.tokens) out.tokens.push_back(lra_token_label(all.name, id));
+    const lra::LraBlock& last = *model.model->blocks.back();
+    if (model.options().pooling == lra::Pooling::Cls && last.cls_as_token) out.cls_token_attention = last.mha.get();
     if (config_.task == "lra_image" || config_.task == "pathfinder") {
       // The tokens are the grayscale pixels of a square image, row-major: draw attention over it.
       const int64_t n = int64_t(ex.tokens.size()), side = int64_t(std::llround(std::sqrt(double(n))));

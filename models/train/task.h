@@ -116,6 +116,9 @@ struct InspectedExample {
   // LRA's pixel tasks (Image, Pathfinder): `pixels` is the image whose pixels, row-major, are
   // the sequence's tokens (one token per pixel; `tokens` labels them as for any sequence).
   bool pixel_sequence = false;
+  // The attention layer whose sequence starts with a CLS token (the last layer of an LRA model
+  // pooled at the CLS whose attention has no CLS slot joins the CLS to it as a token); null if none.
+  const nn::Module* cls_token_attention = nullptr;
 };
 
 // Data parallelism (models/train/data_parallel.h): this process is rank `rank` of `world` and

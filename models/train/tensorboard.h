@@ -14,8 +14,8 @@
 // (tensorboard_event.proto, compiled with Debian's protoc). The first record holds
 // file_version "brain.Event:2". A resumed run's file then holds a SessionLog START at the first
 // step it redoes (mark_restart): TensorBoard drops the earlier files' events from that step on,
-// so the steps an interrupted run logged after its last checkpoint do not show twice. Scalars are Summary.Value.simple_value; histograms
-// HistogramProto with equal-width buckets; text a DT_STRING TensorProto tagged with the "text"
+// so the steps an interrupted run logged after its last checkpoint do not show twice. Scalars
+// are Summary.Value.simple_value; histograms HistogramProto with equal-width buckets; text a DT_STRING TensorProto tagged with the "text"
 // plugin (TensorBoard renders it as Markdown). Non-finite values are left out of a histogram
 // (its `num` counts the finite ones) since TensorBoard cannot place them on an axis.
 #pragma once
