@@ -371,32 +371,26 @@ Svg attention_map(const std::string& checkpoint, const AttentionMapOptions& o) {
                                            << path << ") has " << heads << " heads (0.." << heads - 1 << ")";
   const std::string title = "Layer " + std::to_string(o.layer) + " (" + path + "), head " + std::to_string(o.head);
 
-  const auto* ls = dynamic_cast<const nn::LongShortAttention*>(&module);
-  if (ex.pixel_sequence && (ls != nullptr || dynamic_cast<const nn::FullAttention*>(&module) != nullptr)) {
-    // LRA's pixel tasks over their image (Linformer's k signed slots keep the sequence picture).
-    ImagePicture p = pixel_picture(ls ? long_short_picture(*ls, cap, path, ex, o.head)
-                                      : dense_picture(module, cap, path, ex, o.head, cls_token),
-                                   ex, o.query);
-    p.title = title;
-    p.notes.insert(p.notes.begin(), ex.description);
-    return draw_image_picture(p);
-  }
-  if (!ex.pixels.empty() && !ex.pixel_sequence) {
-    ImagePicture p = image_picture(module, cap, path, ex, o.head, o.query);
-    p.title = title;
-    p.notes.insert(p.notes.begin(), ex.description);
-    return draw_image_picture(p);
-  }
+  // Every picture: the layer and head as its title, the example's description as its first note.
+  auto framed = [&](auto picture) {
+    picture.title = title;
+    picture.notes.insert(picture.notes.begin(), ex.description);
+    return picture;
+  };
+  if (!ex.pixels.empty() && !ex.pixel_sequence)  // vision models
+    return draw_image_picture(framed(image_picture(module, cap, path, ex, o.head, o.query)));
   SequencePicture p;
-  if (ls != nullptr) {
+  if (const auto* ls = dynamic_cast<const nn::LongShortAttention*>(&module)) {
     p = long_short_picture(*ls, cap, path, ex, o.head);
   } else if (const auto* causal = dynamic_cast<const nn::CausalLongShortAttention*>(&module)) {
     p = causal_picture(*causal, cap, path, ex, o.head);
   } else {
     p = dense_picture(module, cap, path, ex, o.head, cls_token);
   }
-  p.title = title;
-  p.notes.insert(p.notes.begin(), ex.description);
+  // LRA's pixel tasks over their image (Linformer's k signed slots keep the sequence picture).
+  if (ex.pixel_sequence && dynamic_cast<const nn::LinformerAttention*>(&module) == nullptr)
+    return draw_image_picture(framed(pixel_picture(p, ex, o.query)));
+  p = framed(std::move(p));
   if (const std::string s = shares_note(p); !s.empty()) p.notes.push_back(s);
   const int64_t query = o.query < 0 ? p.queries / 2 : o.query;
   LSF_CHECK(query < p.queries) << "--query " << query << " is out of range: this example has " << p.queries
