@@ -33,7 +33,9 @@ int run_report(const std::vector<std::string>& args) {
   train::ReportOptions options;
   if (parsed.count("--samples")) options.sample_tokens = parse_int("--samples", flag_value(parsed, "--samples"), 0, 100000);
   if (parsed.count("--prompt")) options.sample_prompt = flag_value(parsed, "--prompt");
-  std::cout << "wrote " << train::write_run_report(args[0], options) << "\n";
+  // Written first: "wrote" is printed only for a page that exists (an error names its cause alone).
+  const std::string page = train::write_run_report(args[0], options);
+  std::cout << "wrote " << page << "\n";
   return 0;
 }
 
