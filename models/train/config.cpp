@@ -341,6 +341,9 @@ void validate_common(const std::string& source, const RunConfig& c) {
   for (const std::string& pattern : o.no_decay)
     LSF_CHECK(!pattern.empty()) << source << ": 'optimizer.no_decay' holds an empty pattern (it would match every parameter)";
 
+  // Checked before the schedule, whose bounds are relative to it (train.steps = -5 used to be
+  // reported as a warmup that is too long).
+  at_least(source, "train.steps", double(c.train.steps), 1);
   const ScheduleConfig& s = c.schedule;
   at_least(source, "schedule.warmup_steps", double(s.warmup_steps), 0);
   in_unit(source, "schedule.base_momentum", s.base_momentum);
@@ -367,7 +370,6 @@ void validate_common(const std::string& source, const RunConfig& c) {
   }
 
   const LoopConfig& t = c.train;
-  at_least(source, "train.steps", double(t.steps), 1);
   at_least(source, "train.batch_size", double(t.batch_size), 1);
   at_least(source, "train.eval_every", double(t.eval_every), 0);
   at_least(source, "train.eval_batches", double(t.eval_batches), 0);

@@ -81,6 +81,8 @@ RunPaths open_run_directory(const RunConfig& config, const std::string& dir, boo
     // or stopped before its first checkpoint): it is started afresh.
     LSF_CHECK(!fs::exists(paths.last)) << "'" << dir << "' already holds a run: continue it with --resume, or choose another --out";
   }
+  LSF_CHECK(!fs::exists(dir) || fs::is_directory(dir))
+      << "--out '" << dir << "' exists and is not a directory; choose a directory for the run";
   validate_data_paths(config);  // before the run directory exists
   const std::string text = to_json(config);  // too: a failure must not leave an empty directory
   fs::create_directories(dir);
