@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +19,7 @@
 
 #include "lsformer/engine/autograd.h"
 #include "lsformer/engine/core_kernels.h"
+#include "lsformer/engine/crc32c.h"
 #include "lsformer/engine/file_read.h"
 
 namespace lsf {
@@ -61,10 +63,73 @@ struct Entry {
   uint64_t begin, end;
 };
 
+std::string hex32(uint32_t v) {
+  char text[9];
+  std::snprintf(text, sizeof text, "%08x", v);
+  return text;
+}
+
+// The CRC-32C of the header's content in a canonical form, the same whether computed from what
+// is about to be written or from what was parsed: every metadata entry but the checksums' own
+// (by key), then every tensor's name, dtype, shape and offsets (by name), NUL-separated.
+uint32_t header_crc(const Metadata& metadata, std::vector<Entry> entries) {
+  std::string canon;
+  for (const auto& [k, v] : metadata) {
+    if (k == kSafetensorsChecksumKey) continue;
+    canon.append("m").append(1, '\0').append(k).append(1, '\0').append(v).append(1, '\0');
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.name < b.name; });
+  for (const Entry& e : entries) {
+    canon.append("t").append(1, '\0').append(e.name).append(1, '\0').append(format_name(e.dtype)).append(1, '\0');
+    for (int64_t d : e.shape) canon.append(std::to_string(d)).append(",");
+    canon.append(1, '\0').append(std::to_string(e.begin)).append(1, '\0').append(std::to_string(e.end)).append(1, '\0');
+  }
+  return crc32c(canon);
+}
+
+// Checks the file's checksums (the kSafetensorsChecksumKey entry, when present) against the
+// parsed header and the data buffer: a changed byte anywhere in the header's content or in a
+// tensor is an error naming what changed, instead of a silently different model.
+void verify_checksums(const Metadata& metadata, const std::vector<Entry>& entries, const char* data,
+                      const std::string& source) {
+  auto found = metadata.find(kSafetensorsChecksumKey);
+  if (found == metadata.end()) return;  // written by another tool, or without checksums
+  nlohmann::json sums;
+  try {
+    sums = nlohmann::json::parse(found->second);
+  } catch (const nlohmann::json::exception&) {
+    LSF_FAIL() << source << ": the checksum entry '" << kSafetensorsChecksumKey << "' is not valid JSON (corrupt file?)";
+  }
+  LSF_CHECK(sums.is_object() && sums.contains("header") && sums["header"].is_string() && sums.contains("tensors") &&
+            sums["tensors"].is_object())
+      << source << ": the checksum entry '" << kSafetensorsChecksumKey << "' is malformed (corrupt file?)";
+  const std::string stored_header = sums["header"].get<std::string>();
+  const std::string computed_header = hex32(header_crc(metadata, entries));
+  LSF_CHECK(stored_header == computed_header)
+      << source << ": the header's CRC-32C is " << computed_header << ", but " << stored_header
+      << " was recorded when the file was written: a name, shape, dtype, offset or metadata value changed since "
+         "(the file is corrupt)";
+  const nlohmann::json& tensors = sums["tensors"];
+  LSF_CHECK(tensors.size() == entries.size())
+      << source << ": the checksum entry lists " << tensors.size() << " tensors, the header " << entries.size()
+      << " (corrupt file?)";
+  for (const Entry& e : entries) {
+    auto it = tensors.find(e.name);
+    LSF_CHECK(it != tensors.end() && it->is_string())
+        << source << ": tensor '" << e.name << "' has no checksum (corrupt file?)";
+    const std::string computed = hex32(crc32c(data + e.begin, e.end - e.begin));
+    LSF_CHECK(it->get<std::string>() == computed)
+        << source << ": tensor '" << e.name << "' fails its CRC-32C check (" << computed << ", recorded "
+        << it->get<std::string>() << "): its bytes changed after the file was written (the file is corrupt)";
+  }
+}
+
 }  // namespace
 
-std::string serialize_safetensors(const NamedTensors& tensors, const Metadata& metadata) {
+std::string serialize_safetensors(const NamedTensors& tensors, const Metadata& metadata, bool checksums) {
   NoGradGuard no_grad;
+  LSF_CHECK(!metadata.count(kSafetensorsChecksumKey))
+      << "save_safetensors: the metadata key '" << kSafetensorsChecksumKey << "' is reserved for the file's checksums";
   std::set<std::string> seen;
   std::vector<std::pair<std::string, Tensor>> items;
   for (const auto& [name, t] : tensors) {
@@ -79,18 +144,29 @@ std::string serialize_safetensors(const NamedTensors& tensors, const Metadata& m
     size_t sa = dtype_size(a.second.dtype()), sb = dtype_size(b.second.dtype());
     return sa != sb ? sa > sb : a.first < b.first;
   });
-  nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata.empty()) {
-    nlohmann::ordered_json m = nlohmann::ordered_json::object();
-    for (const auto& [k, v] : metadata) m[k] = v;
-    header["__metadata__"] = m;
-  }
+  std::vector<Entry> entries;
   uint64_t offset = 0;
   for (const auto& [name, t] : items) {
-    uint64_t n = t.nbytes();
-    header[name] = {{"dtype", format_name(t.dtype())}, {"shape", t.shape()}, {"data_offsets", {offset, offset + n}}};
-    offset += n;
+    entries.push_back({name, t.dtype(), t.shape(), offset, offset + uint64_t(t.nbytes())});
+    offset += t.nbytes();
   }
+  Metadata meta = metadata;
+  if (checksums) {
+    nlohmann::ordered_json sums = nlohmann::ordered_json::object();
+    sums["header"] = hex32(header_crc(metadata, entries));
+    nlohmann::ordered_json per_tensor = nlohmann::ordered_json::object();
+    for (const auto& [name, t] : items) per_tensor[name] = hex32(crc32c(t.raw_data(), t.nbytes()));
+    sums["tensors"] = per_tensor;
+    meta[kSafetensorsChecksumKey] = sums.dump();
+  }
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!meta.empty()) {
+    nlohmann::ordered_json m = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : meta) m[k] = v;
+    header["__metadata__"] = m;
+  }
+  for (const Entry& e : entries)
+    header[e.name] = {{"dtype", format_name(e.dtype)}, {"shape", e.shape}, {"data_offsets", {e.begin, e.end}}};
   std::string json = header.dump();
   json.append((8 - json.size() % 8) % 8, ' ');  // the data buffer starts 8-byte aligned
   std::string out(8, '\0');
@@ -199,6 +275,8 @@ SafetensorsContents parse_safetensors(const std::string& bytes, const std::strin
                                      << " bytes but the data buffer holds " << buffer_size
                                      << (expected > buffer_size ? " (truncated file?)" : " (trailing bytes)");
   const char* data = bytes.data() + 8 + n;
+  verify_checksums(out.metadata, entries, data, source);
+  out.metadata.erase(kSafetensorsChecksumKey);  // the file's own, not the caller's
   for (const Entry& e : entries) {
     Tensor t = empty(e.shape, TensorOptions(e.dtype));
     if (e.end > e.begin) std::memcpy(t.raw_data(), data + e.begin, e.end - e.begin);
@@ -266,8 +344,8 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
   write_file_atomically(path, [&](std::ostream& out) { out.write(bytes.data(), std::streamsize(bytes.size())); });
 }
 
-void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata) {
-  write_file_atomically(path, serialize_safetensors(tensors, metadata));
+void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata, bool checksums) {
+  write_file_atomically(path, serialize_safetensors(tensors, metadata, checksums));
 }
 
 SafetensorsContents load_safetensors(const std::string& path) {

@@ -28,12 +28,23 @@ struct SafetensorsContents {
   Metadata metadata;                      // "__metadata__", empty when absent
 };
 
+// Checksums. With `checksums` (the default) the file's metadata also holds, under this key, a
+// JSON object {"header": CRC, "tensors": {NAME: CRC, …}}: the CRC-32C (engine/crc32c.h, 8 hex
+// digits) of every tensor's bytes and of the header's content (every other metadata entry and
+// every tensor's name, dtype, shape and offsets). Loading verifies them whenever the key is
+// present, so a changed byte is an error naming the tensor (or the header) instead of a
+// silently different model; files without the key (other tools') load unchecked. Other readers
+// see one more metadata string and ignore it. The key is the file's own: it is not returned in
+// SafetensorsContents::metadata and cannot be passed in.
+inline constexpr const char* kSafetensorsChecksumKey = "lsformer.crc32c";
+
 // Saves tensors (any device; copied to the host) with optional metadata. Names must be unique
 // and not "__metadata__"; tensors sharing storage are written as independent copies.
-void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata = {});
+void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata = {},
+                      bool checksums = true);
 SafetensorsContents load_safetensors(const std::string& path);
 // The same, to and from memory.
-std::string serialize_safetensors(const NamedTensors& tensors, const Metadata& metadata = {});
+std::string serialize_safetensors(const NamedTensors& tensors, const Metadata& metadata = {}, bool checksums = true);
 SafetensorsContents parse_safetensors(const std::string& bytes, const std::string& source = "<memory>");
 
 // Writes `bytes` to `path` atomically (temporary file, fsync, rename, fsync of the directory):

@@ -125,3 +125,58 @@ TEST_CASE("random corruptions of a valid file never crash", "[safetensors]") {
   for (size_t len = 0; len < good.size(); len += 7) CHECK_THROWS_AS(parse_safetensors(good.substr(0, len)), Error);
   CHECK(errors > 0);
 }
+
+TEST_CASE("checksums: a changed byte in a tensor or in the header is an error naming it", "[safetensors]") {
+  manual_seed(4);
+  const NamedTensors in = {{"w", randn({3, 4})}, {"b", randn({4})}, {"n", tensor(std::vector<int32_t>{1, 2, 3})}};
+  const std::string good = serialize_safetensors(in, {{"step", "10"}});
+  uint64_t n;
+  std::memcpy(&n, good.data(), 8);
+  const auto header = nlohmann::json::parse(good.substr(8, n));
+  // The key holds the header's and every tensor's CRC; loading returns the caller's metadata only.
+  const std::string sums = header["__metadata__"][kSafetensorsChecksumKey].get<std::string>();
+  CHECK(nlohmann::json::parse(sums)["tensors"].size() == 3);
+  CHECK(parse_safetensors(good).metadata == Metadata{{"step", "10"}});
+
+  // Each tensor: one flipped bit in its bytes.
+  for (const char* name : {"w", "b", "n"}) {
+    INFO(name);
+    const uint64_t begin = header[name]["data_offsets"][0].get<uint64_t>();
+    const uint64_t end = header[name]["data_offsets"][1].get<uint64_t>();
+    for (uint64_t at : {begin, (begin + end) / 2, end - 1}) {
+      std::string bad = good;
+      bad[8 + n + at] ^= 0x04;
+      CHECK_THROWS_WITH(parse_safetensors(bad), Catch::Contains(std::string("tensor '") + name + "' fails its CRC-32C"));
+    }
+  }
+  // The header: a metadata value, a dtype of the same width (F32 → I32 still tiles the buffer)
+  // and a shape of the same size, each changed in place and still valid JSON.
+  auto replaced = [&](const std::string& from, const std::string& to) {
+    REQUIRE(from.size() == to.size());
+    std::string bad = good;
+    const size_t at = bad.find(from, 8);
+    REQUIRE(at != std::string::npos);
+    REQUIRE(at < 8 + n);
+    bad.replace(at, from.size(), to);
+    return bad;
+  };
+  CHECK_THROWS_WITH(parse_safetensors(replaced(R"("step":"10")", R"("step":"11")")), Catch::Contains("header's CRC-32C"));
+  CHECK_THROWS_WITH(parse_safetensors(replaced(R"("dtype":"F32","shape":[3,4])", R"("dtype":"I32","shape":[3,4])")),
+                    Catch::Contains("header's CRC-32C"));
+  CHECK_THROWS_WITH(parse_safetensors(replaced(R"("shape":[3,4])", R"("shape":[4,3])")), Catch::Contains("header's CRC-32C"));
+  // The checksum entry itself damaged.
+  const std::string crc_w = nlohmann::json::parse(sums)["tensors"]["w"].get<std::string>();
+  std::string other = crc_w;
+  other[0] = other[0] == '0' ? '1' : '0';
+  CHECK_THROWS_WITH(parse_safetensors(replaced(crc_w, other)), Catch::Contains("tensor 'w' fails its CRC-32C"));
+  CHECK_THROWS_WITH(parse_safetensors(replaced(R"(\"tensors\")", R"(\"tensorz\")")), Catch::Contains("malformed"));
+
+  // Without checksums the same flip loads: nothing can tell (files of other tools are read so).
+  const std::string unchecked = serialize_safetensors(in, {{"step", "10"}}, /*checksums=*/false);
+  CHECK(unchecked.find(kSafetensorsChecksumKey) == std::string::npos);
+  std::string flipped = unchecked;
+  flipped[flipped.size() - 1] ^= 0x04;
+  CHECK_NOTHROW(parse_safetensors(flipped));
+  // The key is the file's own.
+  CHECK_THROWS_WITH(serialize_safetensors(in, {{kSafetensorsChecksumKey, "x"}}), Catch::Contains("reserved"));
+}
