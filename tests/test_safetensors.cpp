@@ -180,3 +180,20 @@ TEST_CASE("checksums: a changed byte in a tensor or in the header is an error na
   // The key is the file's own.
   CHECK_THROWS_WITH(serialize_safetensors(in, {{kSafetensorsChecksumKey, "x"}}), Catch::Contains("reserved"));
 }
+
+TEST_CASE("checksums: a file checksummed from the documented definition alone loads", "[safetensors]") {
+  // tests/fuzz/make_seeds.py computes this seed's checksums in Python from docs/data-formats.md
+  // §2.1, independently of engine/safetensors.cpp.
+  const std::string path = std::string(LSF_FIXTURE_DIR) + "/../fuzz/corpus/fuzz_safetensors/checksummed";
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE(in.good());
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  REQUIRE(bytes.find(kSafetensorsChecksumKey) != std::string::npos);
+  const SafetensorsContents c = parse_safetensors(bytes, path);
+  CHECK(c.metadata == Metadata{{"format", "pt"}, {"lsformer.step", "3"}});
+  test::check_equal<float>(c.tensors.at("w"), {2, 2}, {1, 2, 3, 4});
+  test::check_equal<int64_t>(c.tensors.at("i"), {1}, {7});
+  std::string flipped = bytes;
+  flipped.back() ^= 0x01;  // i = 6
+  CHECK_THROWS_WITH(parse_safetensors(flipped), Catch::Contains("tensor 'i' fails its CRC-32C"));
+}

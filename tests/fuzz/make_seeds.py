@@ -31,6 +31,31 @@ h = json.dumps(header, separators=(",", ":")).encode()
 put("fuzz_safetensors", "small", struct.pack("<Q", len(h)) + h + struct.pack("<4f", 1, 2, 3, 4) + struct.pack("<q", 7))
 put("fuzz_safetensors", "fixture", read(os.path.join(ROOT, "..", "fixtures", "torch_model.safetensors")))
 
+
+# The same file with lsformer's checksums (docs/data-formats.md §2.1), computed here from the
+# documented definition alone: tests/test_safetensors.cpp loads this seed, so the document and
+# the reader are checked against each other.
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+    return crc ^ 0xFFFFFFFF
+
+
+meta = {"format": "pt", "lsformer.step": "3"}
+tensors = {"w": ("F32", [2, 2], 0, 16, struct.pack("<4f", 1, 2, 3, 4)), "i": ("I64", [1], 16, 24, struct.pack("<q", 7))}
+canon = b"".join(b"m\0" + k.encode() + b"\0" + v.encode() + b"\0" for k, v in sorted(meta.items()))
+for name, (dtype, shape, begin, end, _) in sorted(tensors.items()):
+    canon += b"t\0" + name.encode() + b"\0" + dtype.encode() + b"\0" + "".join(f"{d}," for d in shape).encode()
+    canon += b"\0" + str(begin).encode() + b"\0" + str(end).encode() + b"\0"
+sums = {"header": f"{crc32c(canon):08x}", "tensors": {n: f"{crc32c(t[4]):08x}" for n, t in tensors.items()}}
+header = {"__metadata__": dict(meta, **{"lsformer.crc32c": json.dumps(sums, separators=(",", ":"))})}
+header.update({n: {"dtype": t[0], "shape": t[1], "data_offsets": [t[2], t[3]]} for n, t in tensors.items()})
+h = json.dumps(header, separators=(",", ":")).encode()
+put("fuzz_safetensors", "checksummed", struct.pack("<Q", len(h)) + h + tensors["w"][4] + tensors["i"][4])
+
 # configs: JSON, then NUL and one --set per line.
 cfg = b'{"data": {"task": "listops", "path": "x"}, "model": {"size": 3}, "train": {"steps": 10, "batch_size": 2}}'
 put("fuzz_config", "plain", cfg)
