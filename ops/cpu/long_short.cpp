@@ -32,8 +32,8 @@
 // row maxima and sums fold their vector of lanes by halves.
 //
 // q_scale: each segment's query rows are scaled into scratch as they are read, and its dq rows
-// scaled as they are finished: the bits of mul(q, q_scale) before the kernel and after its
-// backward.
+// scaled in registers as they are stored: the bits of mul(q, q_scale) before the kernel and
+// after its backward.
 //
 // Numerics: everything accumulates in the tensor's dtype: logits are dot products of length e,
 // the softmax sum and the context sums run over S = R + s terms (f32: ≤ (e + S)·2^-24 relative,
@@ -230,34 +230,40 @@ LSF_VECTOR_INLINE void tile_products(T* out, const T* a, int64_t lda, const T* b
   for (; qi < nq; ++qi) products_rows<T, Bytes, 1>(out + qi * ld, a + qi * lda, lda, bt, e, ld);
 }
 
-// out [nq × e] (row stride ldo) = w [nq × ld] · rows (m rows of e; overwrites): the
+// out [nq × e] (row stride ldo) = scale · (w [nq × ld] · rows) (m rows of e; overwrites): the
 // probability-weighted row sums of a segment's queries. Block: RB queries × CV feature vectors,
-// the sum over i in order.
+// the sum over i in order, then one multiplication by scale (skipped for 1): the bits of scaling
+// the stored rows afterwards (the backward's dq by q_scale) without a second pass over them.
 template <typename T, int Bytes, int RB>
 LSF_VECTOR_INLINE void combine_query_rows(T* out, int64_t ldo, const T* w, int64_t ld, const T* const* rows, int64_t m,
-                                          int64_t e) {
+                                          int64_t e, T scale) {
   const int64_t f = vector_blocks<T, Bytes>(e, [&]<int CV>(int64_t f0) LSF_VECTOR_LAMBDA {
     typename Simd<T, Bytes>::V acc[RB][CV] = {};
     fma_block<T, Bytes, RB, CV>(
         acc, m, [&](int r, int64_t i) LSF_VECTOR_LAMBDA { return w[r * ld + i]; }, [&](int64_t i) LSF_VECTOR_LAMBDA { return rows[i] + f0; });
+    if (scale != T(1))
+#pragma GCC unroll 8
+      for (int r = 0; r < RB; ++r)
+#pragma GCC unroll 4
+        for (int j = 0; j < CV; ++j) acc[r][j] *= scale;
     store_block<T, Bytes, RB, CV>(out + f0, ldo, acc);
   });
   for (int64_t g = f; g < e; ++g)  // features past the last whole vector
     for (int64_t r = 0; r < RB; ++r) {
       T acc = 0;
       for (int64_t i = 0; i < m; ++i) acc += w[r * ld + i] * rows[i][g];
-      out[r * ldo + g] = acc;
+      out[r * ldo + g] = scale != T(1) ? acc * scale : acc;
     }
 }
 
 template <typename T, int Bytes>
 LSF_VECTOR_INLINE void combine_rows(T* out, int64_t ldo, int64_t nq, const T* w, int64_t ld, const T* const* rows,
-                                    int64_t m, int64_t e) {
+                                    int64_t m, int64_t e, T scale = T(1)) {
   constexpr int RB = kBlockRows<Bytes>;
   int64_t qi = 0;
   for (; qi + RB <= nq; qi += RB)
-    combine_query_rows<T, Bytes, RB>(out + qi * ldo, ldo, w + qi * ld, ld, rows, m, e);
-  for (; qi < nq; ++qi) combine_query_rows<T, Bytes, 1>(out + qi * ldo, ldo, w + qi * ld, ld, rows, m, e);
+    combine_query_rows<T, Bytes, RB>(out + qi * ldo, ldo, w + qi * ld, ld, rows, m, e, scale);
+  for (; qi < nq; ++qi) combine_query_rows<T, Bytes, 1>(out + qi * ldo, ldo, w + qi * ld, ld, rows, m, e, scale);
 }
 
 // dst [m × e] += Σ_qi w[qi·ld + i]·a_qi over the nq rows (row stride lda) of a segment
@@ -412,7 +418,7 @@ LSF_VECTOR_INLINE void forward_segment_body(const Dims& d, Scratch<T>& sc, const
   combine_rows<T, Bytes>(os, lo, d.seg, sc.lg.data(), sc.ld, sc.vrow.data(), S, e);
 }
 
-// Gradients of the d.seg queries starting at t0: dq rows (overwritten, when dqs), dK̄/dV̄
+// Gradients of the d.seg queries starting at t0: dq rows times dq_scale (overwritten, when dqs), dK̄/dV̄
 // partials pk, pv [R × e] and the window band rows bk, bv [s × e] starting at key t0 − ext
 // (accumulated). qs, gs, dqs [seg × e] query, dout and dq rows (row strides lq, lg, ldq);
 // lses [seg].
@@ -420,7 +426,7 @@ template <typename T, int Bytes>
 LSF_VECTOR_INLINE void backward_segment_body(const Dims& d, Scratch<T>& sc, const T* qs, int64_t lq, const T* gs,
                                              int64_t lg, const uint8_t* mb, const T* lses, int64_t t0,
                                              uint64_t drop_base, const LongShortDropout& drop, T* dqs, int64_t ldq,
-                                             T* pk, T* pv, T* bk, T* bv) {
+                                             T dq_scale, T* pk, T* pv, T* bk, T* bv) {
   const int64_t S = d.S(), e = d.e;
   const bool dropout = drop.threshold != 0 || drop.scale != 1.0;
   tile_products<T, Bytes>(sc.lg.data(), qs, lq, sc.kt.data(), d.seg, e, sc.ld);  // logits
@@ -457,7 +463,7 @@ LSF_VECTOR_INLINE void backward_segment_body(const Dims& d, Scratch<T>& sc, cons
     for (int64_t i = 0; i < S; ++i) g[i] *= dpr[i] - D;
   }
   if (dqs != nullptr)
-    combine_rows<T, Bytes>(dqs, ldq, d.seg, sc.lg.data(), sc.ld, sc.krow.data(), S, e);
+    combine_rows<T, Bytes>(dqs, ldq, d.seg, sc.lg.data(), sc.ld, sc.krow.data(), S, e, dq_scale);
   if (pk != nullptr) {
     accumulate_outer<T, Bytes>(pk, sc.lg.data(), sc.ld, qs, lq, d.seg, d.R, e);
     accumulate_outer<T, Bytes>(pv, sc.pd.data(), sc.ld, gs, lg, d.seg, d.R, e);
@@ -594,13 +600,11 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
         int64_t lq = Q.sl;
         const T* qs = scaled_queries(sc, qh + t0 * Q.sl, lq, q_scale, d.seg, e);
         backward_segment<T>(d, sc, qs, lq, gh + t0 * DO.sl, DO.sl, mb, LSE + bh * d.n + t0, t0,
-                            uint64_t((bh * d.n + t0) * S), drop, want_q ? dqh + t0 * DQ.sl : nullptr, DQ.sl, pk, pv,
+                            uint64_t((bh * d.n + t0) * S), drop, want_q ? dqh + t0 * DQ.sl : nullptr, DQ.sl,
+                            q_scale,  // dq of the unscaled q, as mul's backward rounds it
+                            pk, pv,
                             want_kv ? band_k.data() + (t0 - d.ext - band0) * e : nullptr,
                             want_kv ? band_v.data() + (t0 - d.ext - band0) * e : nullptr);
-        if (want_q && q_scale != T(1))  // the gradient of the unscaled q, as mul's backward rounds it
-          for (int64_t t = t0; t < t0 + d.seg; ++t)
-#pragma omp simd
-            for (int64_t f = 0; f < e; ++f) dqh[t * DQ.sl + f] *= q_scale;
       }
       if (want_kv) {
         // Interior rows belong to this block alone; edge rows are merged in the second pass.
