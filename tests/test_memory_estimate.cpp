@@ -1,8 +1,9 @@
 // The memory estimate (models/train/memory_estimate.h, issue #15): configs that cannot fit —
 // 1e6 layers, 1e12 generated examples, a huge rank or image size, also in a checkpoint's stored
 // config for `lsf eval` — are refused at once with the estimate broken down, before a run
-// directory is made or anything large allocated; and the estimate of the quickstart is within
-// 2× of the memory its training steps really take (peak RSS over the RSS before the run).
+// directory is made or anything large allocated; the estimate of the quickstart is within 2× of
+// the memory its training steps really take (peak RSS over the RSS before the run), and the
+// vision models' activations within 2× of what the allocator measures.
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include "lsformer/models/train/memory_estimate.h"
 #include "lsformer/models/train/task.h"
 #include "lsformer/models/train/trainer.h"
+#include "lsformer/models/train/vision_task.h"
 
 namespace fs = std::filesystem;
 using namespace lsf;
@@ -58,6 +60,7 @@ TEST_CASE("absurd sizes are refused at once with the estimate broken down", "[me
       {"lm/quick.json", "model.layers=1000000", "activations"},
       {"lm/quick.json", "model.memory_length=1000000000000", "memory"},
       {"vision/quick.json", "data.image_size=1000000", "image batches"},
+      {"vision/quick.json", "train.batch_size=100000", "activations"},
   };
   for (const Case& c : cases) {
     INFO(c.config << " --set " << c.override);
@@ -111,4 +114,45 @@ TEST_CASE("the quickstart's estimate is within 2x of its measured peak", "[memor
                                << " above the RSS before the run: ratio " << ratio);
   CHECK(ratio > 0.5);
   CHECK(ratio < 2.0);
+}
+
+TEST_CASE("the vision models' activation estimates are within 2x of the allocator's measured peak", "[memory]") {
+  // One training-mode forward and backward of the config's model, its parameters already
+  // allocated: what the allocator's high-water mark grows by is the activations autograd keeps
+  // plus the parameters' gradients, the two parts of the estimate compared with it.
+  struct Case {
+    std::string config;
+    std::vector<std::string> overrides;
+  };
+  const std::vector<Case> cases = {
+      {"vision/quick.json", {"train.batch_size=16"}},                                 // ViL-LS, full attention last
+      {"vision/quick_cnn.json", {"train.batch_size=16"}},                             // the CNN
+      {"vision/cvt_ls_13_224.json", {"train.batch_size=2", "data.image_size=64"}},  // CvT*-LS at 64²
+  };
+  for (const Case& c : cases) {
+    INFO(c.config);
+    const train::RunConfig config = train::load_config(kConfigDir + "/" + c.config, c.overrides);
+    const train::MemoryEstimate estimate = train::make_task(config)->estimate_memory(train::MemoryUse::Train);
+    double expected = 0;
+    for (const auto& [what, bytes] : estimate.parts)
+      if (what == "activations" || what == "gradients") expected += bytes;
+    const vision::ImageSpec spec = train::image_spec(config, nullptr);
+    std::shared_ptr<vision::ImageClassifier> model =
+        vision::make_image_classifier(train::vision_sections(config).model.name, spec, train::classifier_options(config));
+    model->train();
+    const int64_t batch = config.train.batch_size;
+    const Tensor images = randn({batch, spec.in_channels, spec.image_size, spec.image_size});
+    std::vector<int64_t> label_values;
+    for (int64_t i = 0; i < batch; ++i) label_values.push_back(i % spec.num_classes);
+    const Tensor labels = tensor(label_values);
+    reset_peak_memory();
+    const double before = double(memory_stats().current_bytes);
+    cross_entropy(model->forward(images), labels).backward();
+    const double measured = double(memory_stats().peak_bytes) - before;
+    const double ratio = expected / measured;
+    WARN(c.config << ": activations + gradients estimated " << train::format_bytes(expected) << ", measured "
+                  << train::format_bytes(measured) << ": ratio " << ratio);
+    CHECK(ratio > 0.5);
+    CHECK(ratio < 2.0);
+  }
 }

@@ -26,6 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
+
 const std::string kTask = "image";
 
 std::string join(const std::string& dir, const std::string& name) { return (fs::path(dir) / name).string(); }
@@ -456,9 +457,11 @@ class VisionTask final : public Task {
     check_memory_fits(e, config_, "");  // before a model sized by the images is built
     if (!needs_data_for_spec()) {
       nn::init::SkipRandomInit skip;  // counting only
-      const double parameters = double(make_model(image_spec(config_, nullptr))->parameter_count());
+      const std::shared_ptr<vision::ImageClassifier> model = make_model(image_spec(config_, nullptr));
+      const double parameters = double(model->parameter_count());
       MemoryEstimate with_model;
       add_parameter_parts(with_model, parameters, use, config_);
+      if (use == MemoryUse::Train) with_model.add("activations", vision_activation_bytes(*model, batch));
       for (const auto& part : e.parts) with_model.add(part.first, part.second);
       return with_model;
     }

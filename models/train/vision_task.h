@@ -124,6 +124,17 @@ data::ImagePipelineOptions pipeline_options(const RunConfig& config, bool traini
 vision::ImageSpec image_spec(const RunConfig& config, const data::ImageDataset* data);
 vision::ClassifierOptions classifier_options(const RunConfig& config);
 
+// Bytes autograd keeps for one training batch of `batch` images, float32, from the model's
+// architecture alone (the right order of magnitude; tests/test_memory_estimate.cpp compares it
+// with the allocator's measured peak). Per transformer stage of nx² patch tokens (+ g global),
+// width d, h heads and n blocks: transformer_activation_bytes with each query's key span — r
+// projected + T² window (T = w + 2·max(⌊w/2⌋, 1), docs/transformer-ls.md §4.2) + g global slots for
+// long-short attention, every token for full attention — plus the long-short attention's
+// gathered T×T key and value blocks and regrouped queries (≈ (2·T²/w² + 2)·d per token), plus
+// the patch embedding's convolution and norm outputs. Per CNN convolution: its output, batch
+// norm and ReLU (3 maps), and each pooling's output and indices.
+double vision_activation_bytes(const vision::ImageClassifier& model, double batch);
+
 // One split ("train", "dev", "test") of the configured source.
 std::shared_ptr<const data::ImageDataset> load_image_split(const RunConfig& config, const std::string& split);
 

@@ -37,6 +37,7 @@ class CnnClassifier : public ImageClassifier {
   ImageSpec spec() const override;
   std::string extra_repr() const override;
 
+  const CnnOptions& options() const { return options_; }
   std::shared_ptr<nn::Sequential> features;
   std::shared_ptr<nn::Dropout> dropout;
   std::shared_ptr<nn::Linear> classifier;
