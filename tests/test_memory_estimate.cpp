@@ -61,6 +61,9 @@ TEST_CASE("absurd sizes are refused at once with the estimate broken down", "[me
       {"lm/quick.json", "model.memory_length=1000000000000", "memory"},
       {"vision/quick.json", "data.image_size=1000000", "image batches"},
       {"vision/quick.json", "train.batch_size=100000", "activations"},
+      // Refused from the stage list, before 20 million blocks are built.
+      {"vision/quick.json", "model.name=vil:l1,h2,d48,n20000000,s1,g1,p2,f2,a0,r8_l2,h4,d96,n2,s0,g0,p2,f7,a0",
+       "optimizer state"},
   };
   for (const Case& c : cases) {
     INFO(c.config << " --set " << c.override);

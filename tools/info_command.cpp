@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "lsformer/models/train/config.h"
+#include "lsformer/models/train/memory_estimate.h"
 #include "lsformer/models/train/task.h"
 
 namespace lsf::cli {
@@ -61,7 +62,14 @@ int run_info(const std::vector<std::string>& args) {
   }
   const std::vector<std::string> overrides = parsed.count("--set") ? parsed.at("--set") : std::vector<std::string>{};
   const train::RunConfig config = train::load_config(config_path, overrides);
-  const train::ModelSummary s = train::make_task(config)->summarize_model();
+  const std::unique_ptr<train::Task> task = train::make_task(config);
+  // The model is built to be described: refused first if its parameters alone cannot fit (a
+  // million layers took minutes to build before failing).
+  train::MemoryEstimate parameters;
+  for (const auto& part : task->estimate_memory(train::MemoryUse::Eval).parts)
+    if (part.first == "parameters") parameters.add(part.first, part.second);
+  train::check_memory_fits(parameters, config, "building the model");
+  const train::ModelSummary s = task->summarize_model();
   std::cout << s.description << "\n  " << grouped(s.parameters) << " parameters\n";
   if (s.multiply_adds >= 0) {
     // Two decimals as the papers print them; three significant digits for small models.

@@ -456,6 +456,12 @@ class VisionTask final : public Task {
     e.add("image batches", 2 * 4 * batch * channels * size * size);
     check_memory_fits(e, config_, "");  // before a model sized by the images is built
     if (!needs_data_for_spec()) {
+      {  // and before one too large to build at all: the parameters its stage list implies at least
+        MemoryEstimate at_least;
+        add_parameter_parts(at_least, vision::parameter_lower_bound(s_.model.name, image_spec(config_, nullptr)), use,
+                            config_);
+        check_memory_fits(at_least, config_, "");
+      }
       nn::init::SkipRandomInit skip;  // counting only
       const std::shared_ptr<vision::ImageClassifier> model = make_model(image_spec(config_, nullptr));
       const double parameters = double(model->parameter_count());

@@ -66,6 +66,26 @@ ClassifierFamily classifier_family(const std::string& name) {
   LSF_FAIL() << "image classifier: unknown model '" << name << "' (known:" << known_names() << ")";
 }
 
+double parameter_lower_bound(const std::string& name, const ImageSpec& spec) {
+  double bound = 0;
+  switch (classifier_family(name)) {
+    case ClassifierFamily::ViL:
+      for (const ViLStageConfig& s : parse_vil_arch(name.rfind("vil:", 0) == 0 ? name.substr(4) : vil_preset(name).arch))
+        bound += 12.0 * double(s.dim) * double(s.dim) * double(s.blocks);
+      break;
+    case ClassifierFamily::CvTLS:
+      for (const CvTLSStageConfig& s : cvt_ls_preset(name).stages)
+        bound += 12.0 * double(s.dim) * double(s.dim) * double(s.depth);
+      break;
+    case ClassifierFamily::Cnn: {
+      double in = double(spec.in_channels);
+      for (int64_t c : CnnOptions{}.channels) bound += 9.0 * in * double(c), in = double(c);
+      break;
+    }
+  }
+  return bound;
+}
+
 std::shared_ptr<ImageClassifier> make_image_classifier(const std::string& name, const ImageSpec& spec,
                                                        const ClassifierOptions& options) {
   const ClassifierFamily family = classifier_family(name);

@@ -45,6 +45,11 @@ struct ClassifierOptions {
 
 std::shared_ptr<ImageClassifier> make_image_classifier(const std::string& name, const ImageSpec& spec,
                                                        const ClassifierOptions& options = {});
+// A lower bound of the trainable parameters `name` builds, from its stage list alone (no model
+// is built): 12·d² per transformer block (its attention and MLP weights), 9·c_in·c_out per CNN
+// convolution. For refusing a size that cannot fit before any of it is allocated: building a
+// model of 200,000 blocks took minutes before its memory could be checked.
+double parameter_lower_bound(const std::string& name, const ImageSpec& spec);
 // The names above (without the vil: form); for help texts.
 std::vector<std::string> image_classifier_names();
 // The image spec a preset name implies (its resolution, 3 channels, 1000 classes); the CNN's
