@@ -116,6 +116,12 @@ void check_lm_data_paths(const RunConfig& config) {
   }
   LSF_CHECK(fs::exists(d.path)) << "'data.path': the " << corpus_name(d.corpus) << " data '" << d.path << "' does not exist"
                                 << (d.corpus == LmCorpus::Splits ? " (`lsf data text --from FILE --out DIR` writes a split directory)" : "");
+  // The directory `lsf data text` writes is read by corpus "splits"; every other corpus is a file.
+  LSF_CHECK(d.corpus == LmCorpus::Splits || !fs::is_directory(d.path))
+      << "'data.path' '" << d.path << "' is a directory, but 'data.corpus' " << corpus_name(d.corpus) << " reads a file"
+      << (fs::exists(fs::path(d.path) / "train.txt")
+              ? "; it holds train.txt: for the split files `lsf data text` writes, set 'data.corpus' to \"splits\""
+              : "");
 }
 
 // ---- the Task ----
