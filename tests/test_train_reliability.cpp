@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <sstream>
 
@@ -14,6 +15,7 @@
 #include "run_helpers.h"
 #include "lsformer/engine/anomaly.h"
 #include "lsformer/models/train/config.h"
+#include "lsformer/models/train/run_directory.h"
 #include "lsformer/models/train/trainer.h"
 
 namespace fs = std::filesystem;
@@ -259,4 +261,25 @@ TEST_CASE("detect_anomaly names the op whose backward returned a non-finite grad
                     Contains("step 7: anomaly: the backward of 'sqrt' (forward call site: outside every module)") &&
                         Contains("Inf (4 of 4 values"));
   CHECK_FALSE(autograd::anomaly_mode_enabled());  // the run's scope ended with it
+}
+
+TEST_CASE("a run directory in use by another run is refused (new or resumed) until that run ends", "[train][reliability]") {
+  const fs::path dir = fresh_dir("locked");
+  const train::RunConfig config = train::parse_config(kFaults, {});
+  std::optional<train::RunPaths> first = train::open_run_directory(config, dir.string(), false);
+  // The lock file names its owner; a second open (here from the same process: flock locks
+  // belong to the open file) is refused with that id, whether it starts afresh or resumes.
+  std::ifstream owner(dir / ".lock");
+  std::string pid;
+  owner >> pid;
+  CHECK(pid == std::to_string(::getpid()));
+  CHECK_THROWS_WITH(train::open_run_directory(config, dir.string(), false),
+                    Contains("is in use by another training run (process " + pid + ")"));
+  std::ostringstream log;
+  CHECK_THROWS_WITH(testing::run_training(config, dir, log), Contains("is in use by another training run"));
+  // Released with its paths: the directory (no checkpoint yet) starts afresh, runs, and resumes.
+  first.reset();
+  testing::run_training(config, dir, log, false, /*stop_after=*/10);
+  CHECK(fs::exists(dir / "last.safetensors"));
+  CHECK_NOTHROW(testing::run_training(config, dir, log, /*resume=*/true));
 }

@@ -2,6 +2,10 @@
 // run_directory.h).
 #include "lsformer/models/train/run_directory.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -70,6 +74,35 @@ static void remove_stale_temporaries(const std::string& dir) {
   }
 }
 
+// An exclusive, non-blocking flock on DIR/.lock, with this process's id written in it for the
+// message another process gets. flock locks belong to the open file, so a second open in this
+// very process is refused too; the kernel drops the lock when the file is closed or the process
+// dies (SIGKILL included), so a crashed run never leaves its directory locked.
+static std::shared_ptr<void> lock_run_directory(const std::string& dir) {
+  const std::string path = (fs::path(dir) / ".lock").string();
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  LSF_CHECK(fd >= 0) << "cannot open the run directory's lock file '" << path << "': " << std::strerror(errno);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char owner[32] = {};
+    const ssize_t n = ::pread(fd, owner, sizeof owner - 1, 0);
+    ::close(fd);
+    LSF_CHECK(err != EWOULDBLOCK)
+        << "'" << dir << "' is in use by another training run" << (n > 0 ? std::string(" (process ") + owner + ")" : "")
+        << ": wait for it to end, or choose another --out";
+    LSF_FAIL() << "cannot lock the run directory's lock file '" << path << "': " << std::strerror(err);
+  }
+  const std::string pid = std::to_string(::getpid());
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != ssize_t(pid.size())) {
+    // The lock holds without its note; only another process's message would lack the id.
+  }
+  return std::shared_ptr<void>(new int(fd), [](void* p) {
+    int* owned = static_cast<int*>(p);
+    ::close(*owned);  // releases the flock
+    delete owned;
+  });
+}
+
 RunPaths open_run_directory(const RunConfig& config, const std::string& dir, bool resume) {
   RunPaths paths(dir);
   if (resume) {
@@ -86,6 +119,11 @@ RunPaths open_run_directory(const RunConfig& config, const std::string& dir, boo
   validate_data_paths(config);  // before the run directory exists
   const std::string text = to_json(config);  // too: a failure must not leave an empty directory
   fs::create_directories(dir);
+  paths.lock = lock_run_directory(dir);
+  // Checked again under the lock: another run may have written its first checkpoint since.
+  if (!resume) {
+    LSF_CHECK(!fs::exists(paths.last)) << "'" << dir << "' already holds a run: continue it with --resume, or choose another --out";
+  }
   remove_stale_temporaries(dir);
   write_file_atomically(paths.config, text);
   return paths;

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <memory>
 #include <string>
 
 #include "lsformer/models/nn/module.h"
@@ -30,12 +31,18 @@ namespace lsf::train {
 struct RunPaths {
   explicit RunPaths(const std::string& dir);
   std::string dir, config, metrics, summary, best, last, tensorboard, curves;
+  // The run's hold on RUN_DIR/.lock (open_run_directory): released when the last copy of these
+  // paths is destroyed, or by the kernel when the process ends however it ends.
+  std::shared_ptr<void> lock;
 };
 
 // Prepares `dir` for a run: a new run refuses a directory that holds a run (last.safetensors;
 // a directory without it holds no progress and is started afresh), a resumed one needs
 // last.safetensors and the same config (only train.threads may differ). The data files are
-// checked before anything is created; then the directory is made and config.json written.
+// checked before anything is created; then the directory is made, locked (an exclusive flock
+// on RUN_DIR/.lock, which holds the owner's process id: a second `lsf train` on the same
+// directory, new or --resume, is refused naming that process, instead of both writing its
+// files and deleting each other's temporaries) and config.json written.
 RunPaths open_run_directory(const RunConfig& config, const std::string& dir, bool resume);
 
 // The keys whose values differ between two configs, as "key old → new, ..." (train.threads,
