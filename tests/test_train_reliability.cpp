@@ -273,12 +273,14 @@ TEST_CASE("a run directory in use by another run is refused (new or resumed) unt
   std::string pid;
   owner >> pid;
   CHECK(pid == std::to_string(::getpid()));
+  CHECK(train::run_directory_in_use(dir.string()));  // what lsf train's default --out skips
   CHECK_THROWS_WITH(train::open_run_directory(config, dir.string(), false),
                     Contains("is in use by another training run (process " + pid + ")"));
   std::ostringstream log;
   CHECK_THROWS_WITH(testing::run_training(config, dir, log), Contains("is in use by another training run"));
   // Released with its paths: the directory (no checkpoint yet) starts afresh, runs, and resumes.
   first.reset();
+  CHECK_FALSE(train::run_directory_in_use(dir.string()));
   testing::run_training(config, dir, log, false, /*stop_after=*/10);
   CHECK(fs::exists(dir / "last.safetensors"));
   CHECK_NOTHROW(testing::run_training(config, dir, log, /*resume=*/true));

@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "lsformer/engine/distributed.h"
 #include "lsformer/models/train/config.h"
+#include "lsformer/models/train/run_directory.h"
 #include "lsformer/models/train/trainer.h"
 
 namespace lsf::cli {
@@ -45,15 +46,17 @@ void train_usage(std::ostream& os) {
   print_flags(os, flags());
 }
 
-// runs/<config name>; for a new run whose default directory already holds one, the first free
-// runs/<config name>-N, so running the same command twice starts a second run instead of
-// failing (an explicit --out that holds a run is an error: continue it with --resume).
+// runs/<config name>; for a new run whose default directory already holds one (or is in use by a
+// run that has not checkpointed yet), the first free runs/<config name>-N, so running the same
+// command twice starts a second run instead of failing (an explicit --out that holds a run is an
+// error: continue it with --resume).
 static std::string default_run_dir(const std::string& config_path, bool resume) {
   namespace fs = std::filesystem;
   const fs::path base = fs::path("runs") / fs::path(config_path).stem();
   if (resume) return base.string();
   fs::path dir = base;
-  for (int n = 2; fs::exists(dir / "last.safetensors"); ++n) dir = base.string() + "-" + std::to_string(n);
+  for (int n = 2; fs::exists(dir / "last.safetensors") || train::run_directory_in_use(dir.string()); ++n)
+    dir = base.string() + "-" + std::to_string(n);
   return dir.string();
 }
 

@@ -103,6 +103,15 @@ static std::shared_ptr<void> lock_run_directory(const std::string& dir) {
   });
 }
 
+bool run_directory_in_use(const std::string& dir) {
+  const std::string path = (fs::path(dir) / ".lock").string();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool held = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);  // releases the probe's own lock, if it got one
+  return held;
+}
+
 RunPaths open_run_directory(const RunConfig& config, const std::string& dir, bool resume) {
   RunPaths paths(dir);
   if (resume) {

@@ -44,6 +44,8 @@ struct RunPaths {
 // directory, new or --resume, is refused naming that process, instead of both writing its
 // files and deleting each other's temporaries) and config.json written.
 RunPaths open_run_directory(const RunConfig& config, const std::string& dir, bool resume);
+// Whether a running process holds `dir`'s lock (a directory without a lock file is not in use).
+bool run_directory_in_use(const std::string& dir);
 
 // The keys whose values differ between two configs, as "key old → new, ..." (train.threads,
 // train.non_finite and train.memory_limit are ignored: they may change on resume, none changes
