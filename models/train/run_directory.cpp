@@ -114,14 +114,18 @@ bool run_directory_in_use(const std::string& dir) {
 
 RunPaths open_run_directory(const RunConfig& config, const std::string& dir, bool resume) {
   RunPaths paths(dir);
+  // A directory without last.safetensors holds no progress (a run that failed while loading, or
+  // stopped before its first checkpoint): a new run starts it afresh.
+  auto check_no_run = [&] {
+    LSF_CHECK(!fs::exists(paths.last))
+        << "'" << dir << "' already holds a run: continue it with --resume, or choose another --out";
+  };
   if (resume) {
     LSF_CHECK(fs::exists(paths.last)) << "--resume: '" << paths.last << "' does not exist (nothing to resume in '" << dir << "')";
     std::string diff = config_differences(checkpoint_config(paths.last), config);
     LSF_CHECK(diff.empty()) << "--resume: the config differs from the run's in '" << dir << "': " << diff;
   } else {
-    // A directory without last.safetensors holds no progress (a run that failed while loading,
-    // or stopped before its first checkpoint): it is started afresh.
-    LSF_CHECK(!fs::exists(paths.last)) << "'" << dir << "' already holds a run: continue it with --resume, or choose another --out";
+    check_no_run();
   }
   LSF_CHECK(!fs::exists(dir) || fs::is_directory(dir))
       << "--out '" << dir << "' exists and is not a directory; choose a directory for the run";
@@ -129,10 +133,7 @@ RunPaths open_run_directory(const RunConfig& config, const std::string& dir, boo
   const std::string text = to_json(config);  // too: a failure must not leave an empty directory
   fs::create_directories(dir);
   paths.lock = lock_run_directory(dir);
-  // Checked again under the lock: another run may have written its first checkpoint since.
-  if (!resume) {
-    LSF_CHECK(!fs::exists(paths.last)) << "'" << dir << "' already holds a run: continue it with --resume, or choose another --out";
-  }
+  if (!resume) check_no_run();  // again under the lock: another run may have checkpointed since
   remove_stale_temporaries(dir);
   write_file_atomically(paths.config, text);
   return paths;
