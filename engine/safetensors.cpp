@@ -1,6 +1,7 @@
 // safetensors reading and writing, exactly as the format defines it (docs/data-formats.md):
 // header validation with one clear error per malformation, dtype mapping, alignment-then-name
-// ordering, and atomic writes (temporary file, fsync, rename) shared with the trainer through
+// ordering, lsformer's CRC-32C checksums in the metadata (written, and verified when present), and
+// atomic writes (temporary file, fsync, rename) shared with the trainer through
 // write_file_atomically.
 #include "lsformer/engine/safetensors.h"
 
