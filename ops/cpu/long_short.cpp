@@ -22,8 +22,8 @@
 //
 // Prefetch: a segment's new key and value rows and the next segment's query (and dout) rows
 // come from memory (the layer's K, V, Q are megabytes), so each is requested one segment ahead;
-// without it the transposes and tile products waited on those loads (forward 12%, backward 18%
-// slower on a Zen 4 EPYC).
+// without it the transposes and tile products waited on those loads (the LRA layer ran 3.7%
+// slower on a Zen 4 EPYC; bench/RESULTS.md).
 //
 // Vectorisation: logit tiles are formed against transposed key tiles [e × slots] with the
 // accumulators along the slots, and weighted row sums with accumulators along e, both in GCC
@@ -418,9 +418,9 @@ LSF_VECTOR_INLINE void forward_segment_body(const Dims& d, Scratch<T>& sc, const
   combine_rows<T, Bytes>(os, lo, d.seg, sc.lg.data(), sc.ld, sc.vrow.data(), S, e);
 }
 
-// Gradients of the d.seg queries starting at t0: dq rows times dq_scale (overwritten, when dqs), dK̄/dV̄
-// partials pk, pv [R × e] and the window band rows bk, bv [s × e] starting at key t0 − ext
-// (accumulated). qs, gs, dqs [seg × e] query, dout and dq rows (row strides lq, lg, ldq);
+// Gradients of the d.seg queries starting at t0: dq rows times dq_scale (overwritten, when
+// dqs), dK̄/dV̄ partials pk, pv [R × e] and the window band rows bk, bv [s × e] starting at key
+// t0 − ext (accumulated). qs, gs, dqs [seg × e] query, dout and dq rows (row strides lq, lg, ldq);
 // lses [seg].
 template <typename T, int Bytes>
 LSF_VECTOR_INLINE void backward_segment_body(const Dims& d, Scratch<T>& sc, const T* qs, int64_t lq, const T* gs,

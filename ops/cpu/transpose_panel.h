@@ -1,8 +1,8 @@
 // Rows of an attention operand transposed into a panel: dst[f·ld + i] = row(i)[f] for m rows of
-// e features. The attention kernels form their logit and value-product tiles against such
-// [e × slots] panels, so every key row a kernel reads is transposed once; done element by
-// element, that was 3–4% of the long-short layer's forward + backward (a load and a store per
-// element, 16 memory operations per FMA-free 8 × 8 block row).
+// e features. The bidirectional long-short kernel (ops/cpu/long_short.cpp) forms its logit and
+// value-product tiles against such [e × slots] panels, so every key row it reads is transposed
+// once; done element by element, that was 3–4% of the layer's forward + backward (a load and a
+// store per element).
 //
 // Here float rows go eight at a time through registers: eight 8-float loads, the 8 × 8 transpose
 // as three rounds of shuffles (unpack pairs, then pairs of pairs, then 128-bit halves), eight
