@@ -74,12 +74,14 @@ static void remove_stale_temporaries(const std::string& dir) {
   }
 }
 
+static std::string lock_path(const std::string& dir) { return (fs::path(dir) / ".lock").string(); }
+
 // An exclusive, non-blocking flock on DIR/.lock, with this process's id written in it for the
 // message another process gets. flock locks belong to the open file, so a second open in this
 // very process is refused too; the kernel drops the lock when the file is closed or the process
 // dies (SIGKILL included), so a crashed run never leaves its directory locked.
 static std::shared_ptr<void> lock_run_directory(const std::string& dir) {
-  const std::string path = (fs::path(dir) / ".lock").string();
+  const std::string path = lock_path(dir);
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   LSF_CHECK(fd >= 0) << "cannot open the run directory's lock file '" << path << "': " << std::strerror(errno);
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -104,8 +106,7 @@ static std::shared_ptr<void> lock_run_directory(const std::string& dir) {
 }
 
 bool run_directory_in_use(const std::string& dir) {
-  const std::string path = (fs::path(dir) / ".lock").string();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(lock_path(dir).c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   const bool held = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
   ::close(fd);  // releases the probe's own lock, if it got one

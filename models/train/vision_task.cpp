@@ -26,7 +26,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-
 const std::string kTask = "image";
 
 std::string join(const std::string& dir, const std::string& name) { return (fs::path(dir) / name).string(); }
@@ -456,14 +455,14 @@ class VisionTask final : public Task {
     e.add("image batches", 2 * 4 * batch * channels * size * size);
     check_memory_fits(e, config_, "");  // before a model sized by the images is built
     if (!needs_data_for_spec()) {
+      const vision::ImageSpec spec = image_spec(config_, nullptr);
       {  // and before one too large to build at all: the parameters its stage list implies at least
         MemoryEstimate at_least;
-        add_parameter_parts(at_least, vision::parameter_lower_bound(s_.model.name, image_spec(config_, nullptr)), use,
-                            config_);
+        add_parameter_parts(at_least, vision::parameter_lower_bound(s_.model.name, spec), use, config_);
         check_memory_fits(at_least, config_, "");
       }
       nn::init::SkipRandomInit skip;  // counting only
-      const std::shared_ptr<vision::ImageClassifier> model = make_model(image_spec(config_, nullptr));
+      const std::shared_ptr<vision::ImageClassifier> model = make_model(spec);
       const double parameters = double(model->parameter_count());
       MemoryEstimate with_model;
       add_parameter_parts(with_model, parameters, use, config_);
