@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <optional>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "helpers.h"
