@@ -273,7 +273,7 @@ TEST_CASE("a run directory in use by another run is refused (new or resumed) unt
   std::string pid;
   owner >> pid;
   CHECK(pid == std::to_string(::getpid()));
-  CHECK(train::run_directory_in_use(dir.string()));  // what lsf train's default --out skips
+  CHECK(train::run_directory_in_use(dir.string()));
   CHECK_THROWS_WITH(train::open_run_directory(config, dir.string(), false),
                     Contains("is in use by another training run (process " + pid + ")"));
   std::ostringstream log;
@@ -284,4 +284,34 @@ TEST_CASE("a run directory in use by another run is refused (new or resumed) unt
   testing::run_training(config, dir, log, false, /*stop_after=*/10);
   CHECK(fs::exists(dir / "last.safetensors"));
   CHECK_NOTHROW(testing::run_training(config, dir, log, /*resume=*/true));
+}
+
+TEST_CASE("a new run without --out takes the first directory that holds no run and is not in use", "[train][reliability]") {
+  const fs::path base = testing::fresh_dir("train_rel", "first_free", /*create=*/true) / "run";  // siblings inside
+  const train::RunConfig config = train::parse_config(kFaults, {});
+  // base is held by a running run, base-2 holds a finished one, base-3 is a file: the next run
+  // goes to base-4, and the one after (base-4 now held too) to base-5.
+  std::optional<train::RunPaths> running = train::open_run_directory(config, base.string(), false);
+  fs::create_directories(base.string() + "-2");
+  std::ofstream(base.string() + "-2/last.safetensors") << "a finished run";
+  std::ofstream(base.string() + "-3") << "not a directory";
+  std::optional<train::RunPaths> fourth = train::open_free_run_directory(config, base.string());
+  CHECK(fourth->dir == base.string() + "-4");
+  CHECK(train::run_directory_in_use(fourth->dir));  // chosen and locked in one step
+  CHECK(train::open_free_run_directory(config, base.string()).dir == base.string() + "-5");
+  // Once the first run ends without a checkpoint, its directory is free again; train() reports
+  // the directory it chose.
+  running.reset();
+  std::ostringstream log;
+  train::TrainOptions options;
+  options.out_dir = base.string();
+  options.first_free_out_dir = true;
+  options.log = &log;
+  options.out = &log;
+  options.progress = 0;
+  options.stop_after = 2;
+  CHECK(train::train(config, options).run_dir == base.string());
+  CHECK(fs::exists(base / "last.safetensors"));
+  fourth.reset();
+  CHECK(train::train(config, options).run_dir == base.string() + "-4");
 }

@@ -12,7 +12,6 @@
 #include "cli.h"
 #include "lsformer/engine/distributed.h"
 #include "lsformer/models/train/config.h"
-#include "lsformer/models/train/run_directory.h"
 #include "lsformer/models/train/trainer.h"
 
 namespace lsf::cli {
@@ -46,18 +45,12 @@ void train_usage(std::ostream& os) {
   print_flags(os, flags());
 }
 
-// runs/<config name>; for a new run whose default directory already holds one (or is in use by a
-// run that has not checkpointed yet), the first free runs/<config name>-N, so running the same
-// command twice starts a second run instead of failing (an explicit --out that holds a run is an
-// error: continue it with --resume).
-static std::string default_run_dir(const std::string& config_path, bool resume) {
-  namespace fs = std::filesystem;
-  const fs::path base = fs::path("runs") / fs::path(config_path).stem();
-  if (resume) return base.string();
-  fs::path dir = base;
-  for (int n = 2; fs::exists(dir / "last.safetensors") || train::run_directory_in_use(dir.string()); ++n)
-    dir = base.string() + "-" + std::to_string(n);
-  return dir.string();
+// runs/<config name>: for a new run, the trainer takes the first of it, runs/<config name>-2, ...
+// that holds no run and is not in use (TrainOptions::first_free_out_dir), so running the same
+// command twice, even at the same instant, starts a second run instead of failing (an explicit
+// --out that holds a run is an error: continue it with --resume).
+static std::string default_run_dir(const std::string& config_path) {
+  return (std::filesystem::path("runs") / std::filesystem::path(config_path).stem()).string();
 }
 
 int run_train(const std::vector<std::string>& args) {
@@ -90,7 +83,8 @@ int train_with(const std::shared_ptr<dist::ProcessGroup>& world, const std::vect
     if (!resume || out.empty()) throw UsageError("--config is required (or --resume with --out DIR of an existing run)");
     config_path = (std::filesystem::path(out) / "config.json").string();
   }
-  if (out.empty()) out = default_run_dir(config_path, resume);
+  const bool default_out = out.empty();
+  if (default_out) out = default_run_dir(config_path);
   std::vector<std::string> overrides = parsed.count("--set") ? parsed.at("--set") : std::vector<std::string>{};
   if (parsed.count("--threads"))
     overrides.push_back("train.threads=" + std::to_string(parse_int("--threads", flag_value(parsed, "--threads"), 1, 4096)));
@@ -98,6 +92,7 @@ int train_with(const std::shared_ptr<dist::ProcessGroup>& world, const std::vect
   train::RunConfig config = train::load_config(config_path, overrides);
   train::TrainOptions options;
   options.out_dir = out;
+  options.first_free_out_dir = default_out;
   options.resume = resume;
   options.init_from = init_from;
   options.profile = parsed.count("--profile") > 0;

@@ -79,8 +79,9 @@ static std::string lock_path(const std::string& dir) { return (fs::path(dir) / "
 // An exclusive, non-blocking flock on DIR/.lock, with this process's id written in it for the
 // message another process gets. flock locks belong to the open file, so a second open in this
 // very process is refused too; the kernel drops the lock when the file is closed or the process
-// dies (SIGKILL included), so a crashed run never leaves its directory locked.
-static std::shared_ptr<void> lock_run_directory(const std::string& dir) {
+// dies (SIGKILL included), so a crashed run never leaves its directory locked. Null when another
+// run holds the lock; `holder` then gets its process id, when it wrote one.
+static std::shared_ptr<void> try_lock_run_directory(const std::string& dir, std::string* holder) {
   const std::string path = lock_path(dir);
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   LSF_CHECK(fd >= 0) << "cannot open the run directory's lock file '" << path << "': " << std::strerror(errno);
@@ -89,15 +90,14 @@ static std::shared_ptr<void> lock_run_directory(const std::string& dir) {
     char owner[32] = {};
     const ssize_t n = ::pread(fd, owner, sizeof owner - 1, 0);
     ::close(fd);
-    LSF_CHECK(err != EWOULDBLOCK)
-        << "'" << dir << "' is in use by another training run" << (n > 0 ? std::string(" (process ") + owner + ")" : "")
-        << ": wait for it to end, or choose another --out";
-    LSF_FAIL() << "cannot lock the run directory's lock file '" << path << "': " << std::strerror(err);
+    LSF_CHECK(err == EWOULDBLOCK) << "cannot lock the run directory's lock file '" << path << "': " << std::strerror(err);
+    if (holder) *holder = n > 0 ? owner : "";
+    return nullptr;
   }
+  // The process id is a note for another process's message; the lock holds without it.
   const std::string pid = std::to_string(::getpid());
-  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != ssize_t(pid.size())) {
-    // The lock holds without its note; only another process's message would lack the id.
-  }
+  const bool noted = ::ftruncate(fd, 0) == 0 && ::pwrite(fd, pid.data(), pid.size(), 0) == ssize_t(pid.size());
+  (void)noted;
   return std::shared_ptr<void>(new int(fd), [](void* p) {
     int* owned = static_cast<int*>(p);
     ::close(*owned);  // releases the flock
@@ -111,6 +111,14 @@ bool run_directory_in_use(const std::string& dir) {
   const bool held = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
   ::close(fd);  // releases the probe's own lock, if it got one
   return held;
+}
+
+// The last steps of opening a directory for a run, under its lock: stale temporaries removed,
+// config.json written.
+static RunPaths claimed(RunPaths paths, const std::string& config_text) {
+  remove_stale_temporaries(paths.dir);
+  write_file_atomically(paths.config, config_text);
+  return paths;
 }
 
 RunPaths open_run_directory(const RunConfig& config, const std::string& dir, bool resume) {
@@ -133,11 +141,33 @@ RunPaths open_run_directory(const RunConfig& config, const std::string& dir, boo
   validate_data_paths(config);  // before the run directory exists
   const std::string text = to_json(config);  // too: a failure must not leave an empty directory
   fs::create_directories(dir);
-  paths.lock = lock_run_directory(dir);
+  std::string holder;
+  paths.lock = try_lock_run_directory(dir, &holder);
+  LSF_CHECK(paths.lock) << "'" << dir << "' is in use by another training run"
+                        << (holder.empty() ? "" : " (process " + holder + ")")
+                        << ": wait for it to end, or choose another --out";
   if (!resume) check_no_run();  // again under the lock: another run may have checkpointed since
-  remove_stale_temporaries(dir);
-  write_file_atomically(paths.config, text);
-  return paths;
+  return claimed(std::move(paths), text);
+}
+
+RunPaths open_free_run_directory(const RunConfig& config, const std::string& base) {
+  validate_data_paths(config);
+  const std::string text = to_json(config);
+  // Bounded so that a directory that cannot be used for a reason not checked here ends in an
+  // error rather than a loop; ten thousand runs of one config is far beyond any real use.
+  constexpr int kMostCandidates = 10000;
+  for (int n = 1; n <= kMostCandidates; ++n) {
+    RunPaths paths(n == 1 ? base : base + "-" + std::to_string(n));
+    std::error_code ec;
+    if (fs::exists(paths.last, ec) || (fs::exists(paths.dir, ec) && !fs::is_directory(paths.dir, ec))) continue;
+    fs::create_directories(paths.dir);
+    paths.lock = try_lock_run_directory(paths.dir, nullptr);
+    // Under the lock, once more: another run may have taken and checkpointed it meanwhile.
+    if (!paths.lock || fs::exists(paths.last)) continue;
+    return claimed(std::move(paths), text);
+  }
+  LSF_FAIL() << "no free run directory among '" << base << "', '" << base << "-2' ... '" << base << "-"
+             << kMostCandidates << "': remove old runs, or choose --out";
 }
 
 MetricsLog::MetricsLog(const std::string& path, bool resume, int64_t resumed_step) : path_(path) {

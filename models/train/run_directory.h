@@ -44,6 +44,11 @@ struct RunPaths {
 // directory, new or --resume, is refused naming that process, instead of both writing its
 // files and deleting each other's temporaries) and config.json written.
 RunPaths open_run_directory(const RunConfig& config, const std::string& dir, bool resume);
+// For a new run in the first free one of `base`, `base`-2, `base`-3, ...: a directory that holds
+// a run or is locked by another is passed over. Choosing and locking are one step, so two runs
+// started at the same instant get different directories (lsf train without --out). paths.dir
+// names the one chosen.
+RunPaths open_free_run_directory(const RunConfig& config, const std::string& base);
 // Whether a running process holds `dir`'s lock (a directory without a lock file is not in use).
 bool run_directory_in_use(const std::string& dir);
 

@@ -218,9 +218,13 @@ Run start_run(const RunConfig& config, const TrainOptions& options, ProgressLine
   // A config that cannot fit is refused before the run directory is made or data generated.
   std::unique_ptr<Task> task = make_task(config);
   check_memory_fits(task->estimate_memory(MemoryUse::Train), config, "");
-  // Data parallelism: rank 0 resolves and writes the run directory; the others use its path.
-  const std::string dir = dp.active() ? dp.broadcast_string(options.out_dir) : options.out_dir;
-  Run run(config, dp.is_root() ? open_run_directory(config, dir, options.resume) : RunPaths(dir));
+  // Data parallelism: rank 0 chooses, locks and writes the run directory; the others use its path.
+  RunPaths paths("");
+  if (dp.is_root())
+    paths = options.first_free_out_dir && !options.resume ? open_free_run_directory(config, options.out_dir)
+                                                          : open_run_directory(config, options.out_dir, options.resume);
+  const std::string dir = dp.active() ? dp.broadcast_string(paths.dir) : paths.dir;
+  Run run(config, dp.is_root() ? std::move(paths) : RunPaths(dir));
   run.dp = &dp;
   if (config.train.threads > 0) set_num_threads(int(config.train.threads));
   dp.apply_default_threads(config);

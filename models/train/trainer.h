@@ -37,6 +37,9 @@ namespace lsf::train {
 
 struct TrainOptions {
   std::string out_dir = "runs/run";  // the run directory (created)
+  bool first_free_out_dir = false;   // a new run goes to the first of out_dir, out_dir-2, ... that
+                                     // holds no run and is not in use (lsf train without --out);
+                                     // the summary's run_dir names it
   bool resume = false;               // continue from out_dir/last.safetensors
   std::string init_from;             // a checkpoint whose weights start a new run (a new phase): loaded
                                      // strictly (same model shapes) into the freshly built model;
