@@ -351,6 +351,10 @@ TEST_CASE("lm: config errors name the dotted key", "[train][lm][configs]") {
   CHECK(train::lm_model_options(train::parse_config(c, {"data.corpus=text8"})).vocab_size == 27);
   CHECK_THROWS_WITH(train::parse_config(c, {"data.eval_batch_size=0"}), Contains("'data.eval_batch_size' must be ≥ 1"));
   CHECK_THROWS_WITH(train::parse_config(c, {"data.eval_characters=1"}), Contains("'data.eval_characters' must be 0"));
+  // More streams than characters would score nothing (and print a BPC of 0 / 0).
+  CHECK_THROWS_WITH(train::parse_config(c, {"data.eval_characters=20", "data.eval_batch_size=20"}),
+                    Contains("'data.eval_characters' (20) must exceed 'data.eval_batch_size' (20)"));
+  CHECK_NOTHROW(train::parse_config(c, {"data.eval_characters=21", "data.eval_batch_size=20"}));
   CHECK_THROWS_WITH(train::parse_config(c, {"data.corpus=enwik8", "data.path="}), Contains("'data.path' must name the enwik8 data"));
   // The full-attention baseline ignores the long-short keys' constraints.
   CHECK_NOTHROW(train::parse_config(c, {"model.attention=full", "model.block_length=10"}));
@@ -359,6 +363,26 @@ TEST_CASE("lm: config errors name the dotted key", "[train][lm][configs]") {
   CHECK_THROWS_WITH(train::validate_data_paths(missing), Contains("'data.path'") && Contains("/nonexistent/lm-splits"));
   auto task = train::make_task(train::parse_config(c, {"train.batch_size=100"}));
   CHECK_THROWS_WITH(task->load_data({"train", "dev", "test"}), Contains("'train.batch_size' (100)") && Contains("'model.block_length' (8)"));
+  // The 120-character dev split in 120 evaluation streams: one character each, none scored.
+  auto streams = train::make_task(train::parse_config(c, {"data.eval_batch_size=120"}));
+  CHECK_THROWS_WITH(streams->load_data({"train", "dev", "test"}),
+                    Contains("the dev split") && Contains("(120 characters)") && Contains("'data.eval_batch_size' (120)"));
+  CHECK_NOTHROW(train::make_task(train::parse_config(c, {"data.eval_batch_size=119"}))->load_data({"dev", "test"}));
+  // The training split evaluated that way (lsf eval --split train) is refused when evaluated.
+  auto train_split = train::make_task(train::parse_config(c, {"data.eval_batch_size=600"}));
+  train_split->load_data({"train"});
+  auto model = train_split->build_model();
+  CHECK_THROWS_WITH(train_split->evaluate(*model, "train", 0), Contains("evaluating the train split scored no character"));
+  // Evaluating holds a layer's activations of data.eval_batch_size streams: estimated, so that
+  // lsf eval refuses a batch that cannot fit instead of being killed for memory.
+  auto activations = [&](const std::vector<std::string>& set) {
+    for (const auto& [what, bytes] : train::make_task(train::parse_config(c, set))->estimate_memory(train::MemoryUse::Eval).parts)
+      if (what == "activations") return bytes;
+    return 0.0;
+  };
+  CHECK(activations({}) > 0);
+  CHECK(activations({"data.eval_batch_size=20"}) == Approx(10 * activations({})).epsilon(1e-12));
+  CHECK(activations({"data.eval_batch_size=200000"}) > 1e9);
   // The memory of a checkpoint must have the run's streams.
   auto small = train::make_task(train::parse_config(c));
   small->load_data({"train"});

@@ -3,7 +3,8 @@
 // config for `lsf eval` — are refused at once with the estimate broken down, before a run
 // directory is made or anything large allocated; the estimate of the quickstart is within 2× of
 // the memory its training steps really take (peak RSS over the RSS before the run), and the
-// vision models' activations within 2× of what the allocator measures.
+// vision models' activations and a char-LM evaluation's batch within 2× of what the allocator
+// measures.
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -158,4 +159,44 @@ TEST_CASE("the vision models' activation estimates are within 2x of the allocato
     CHECK(ratio > 0.5);
     CHECK(ratio < 2.0);
   }
+}
+
+TEST_CASE("a char-LM evaluation's estimate is within 2x of the allocator's measured peak", "[memory]") {
+  // The quick config's model on a split directory of word salad (20,000 dev characters), with
+  // many evaluation streams (the memory dominates: before, lsf eval counted it once and a
+  // data.eval_batch_size of 100,000 was killed for memory instead of refused) and with few
+  // (the tokens' activations dominate), long-short and full attention.
+  const fs::path dir = testing::fresh_dir("memory_estimate", "lm_splits", /*create=*/true);
+  std::ofstream(dir / "train.txt") << testing::word_salad(2000, 1);
+  std::ofstream(dir / "dev.txt") << testing::word_salad(20000, 2);
+  std::ofstream(dir / "test.txt") << testing::word_salad(2000, 3);
+  const std::vector<std::string> corpus = {"data.corpus=splits", "data.path=" + dir.string(), "data.eval_characters=0"};
+  const std::vector<std::vector<std::string>> cases = {
+      {"data.eval_batch_size=400", "data.eval_characters=4000"},
+      {"data.eval_batch_size=16"},
+      {"data.eval_batch_size=16", "model.attention=full"},
+  };
+  for (const auto& overrides : cases) {
+    std::vector<std::string> set = corpus;
+    set.insert(set.end(), overrides.begin(), overrides.end());
+    std::string described;
+    for (const std::string& kv : overrides) described += kv + " ";
+    INFO(described);
+    const train::RunConfig config = train::load_config(kConfigDir + "/lm/quick.json", set);
+    std::unique_ptr<train::Task> task = train::make_task(config);
+    double expected = 0;
+    for (const auto& [what, bytes] : task->estimate_memory(train::MemoryUse::Eval).parts)
+      if (what == "activations" || what == "memory") expected += bytes;
+    task->load_data({"dev"});
+    std::shared_ptr<nn::Module> model = task->build_model();
+    reset_peak_memory();
+    const double before = double(memory_stats().current_bytes);
+    task->evaluate(*model, "dev", 0);
+    const double measured = double(memory_stats().peak_bytes) - before;
+    const double ratio = expected / measured;
+    WARN("estimated " << train::format_bytes(expected) << ", measured " << train::format_bytes(measured) << ": ratio " << ratio);
+    CHECK(ratio > 0.5);
+    CHECK(ratio < 2.0);
+  }
+  fs::remove_all(dir);
 }

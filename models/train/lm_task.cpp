@@ -72,6 +72,11 @@ void validate_lm(const std::string& source, const RunConfig& c) {
   at_least(source, "data.eval_block_length", double(d.eval_block_length), 0);
   LSF_CHECK(d.eval_characters == 0 || d.eval_characters >= 2)
       << source << ": 'data.eval_characters' must be 0 (the whole dev and test splits) or ≥ 2, got " << d.eval_characters;
+  // The evaluation cuts a split into eval_batch_size streams of ⌈n / streams⌉ characters; a
+  // stream of one character has nothing to predict, so n ≤ streams would score no character.
+  LSF_CHECK(d.eval_characters == 0 || d.eval_characters > d.eval_batch_size)
+      << source << ": 'data.eval_characters' (" << d.eval_characters << ") must exceed 'data.eval_batch_size' ("
+      << d.eval_batch_size << "): each of the evaluation's streams needs two characters to score one";
 
   const LmModelConfig& m = s.model;
   const data::CharVocab vocab = lm_vocab(c);
@@ -150,6 +155,14 @@ class LmTask final : public Task {
       const std::vector<uint8_t>& tokens = corpus_->split(split_of(s));
       LSF_CHECK(tokens.size() >= 2) << "the " << s << " split of corpus '" << corpus_->name << "' has " << tokens.size()
                                     << " characters: nothing to predict";
+      if (s == "train") continue;  // its evaluation is `lsf eval --split train`'s alone (evaluate checks it)
+      const data::LmEvalLoader loader = eval_loader(split_of(s));
+      LSF_CHECK(loader.total_targets() > 0)
+          << "the " << s << " split of corpus '" << corpus_->name << "' (" << tokens.size()
+          << " characters) cut into 'data.eval_batch_size' (" << sections_.data.eval_batch_size
+          << ") streams in blocks of " << loader.options().block_len
+          << " leaves no character to score (a stream's first character and, without 'data.block_end_targets', each "
+             "block's last are not scored): lower data.eval_batch_size or raise data.eval_block_length";
     }
   }
 
@@ -169,7 +182,7 @@ class LmTask final : public Task {
   // Parameters from the shapes (lm_model.h: tied token table, per layer Q/K/V/O, FFN, norms and
   // the long-short projections dconv_1, r_net, r_net_chunk), activations of one training block
   // (B × M queries, each seeing w window keys plus r per chunk of the block and memory, or
-  // every key with full attention), every layer's memory [B, C, d], and the corpus: its file
+  // every key with full attention; evaluating: below), every layer's memory [B, C, d], and the corpus: its file
   // size, × 4 when compressed (.zip / .gz / .dz), held twice while the splits are cut.
   MemoryEstimate estimate_memory(MemoryUse use) const override {
     const lm::LmModelOptions& o = options_;
@@ -182,9 +195,23 @@ class LmTask final : public Task {
     MemoryEstimate e;
     add_parameter_parts(e, parameters, use, config_);
     const double streams = double(use == MemoryUse::Train ? config_.train.batch_size : sections_.data.eval_batch_size);
-    if (use == MemoryUse::Train)
+    if (use == MemoryUse::Train) {
       e.add("activations", transformer_activation_bytes(streams * M, d, double(o.ffn_dim), heads, span, layers));
-    e.add("memory", 4 * layers * streams * C * d);
+      e.add("memory", 4 * layers * streams * C * d);
+    } else {
+      // Without a graph one layer's intermediates live at a time: per token its input, LN and
+      // attention output, the FFN's hidden row, its scores over its span (logits, mask,
+      // probabilities), and the batch's logits and log-probabilities (blocks of
+      // data.eval_block_length when set, no wider than a stream). Every layer's memory is held
+      // twice while a batch replaces it, and the layer in flight makes about five more [B, C, d]
+      // tensors of it (its LN, the chunk reshapes, [memory ; block]). Checked against the
+      // allocator's peak in tests/test_memory_estimate.cpp.
+      double Me = sections_.data.eval_block_length > 0 ? double(sections_.data.eval_block_length) : M;
+      if (sections_.data.eval_characters > 0) Me = std::min(Me, std::ceil(double(sections_.data.eval_characters) / streams));
+      const double eval_span = ls ? double(o.window) + (Me + C) / double(o.chunk_length) * double(o.rank) : Me + C;
+      e.add("activations", 4 * streams * Me * (3 * d + double(o.ffn_dim) + 3 * heads * eval_span + 2 * double(o.vocab_size)));
+      e.add("memory", 4 * streams * C * d * (2 * layers + 5));
+    }
     std::string path = sections_.data.path;
     if (path.empty() && sections_.data.corpus == LmCorpus::Gcide) {
       try {
@@ -240,10 +267,7 @@ class LmTask final : public Task {
     const bool was_training = model.is_training();
     model.eval();
     NoGradGuard no_grad;
-    const int64_t block = sections_.data.eval_block_length > 0 ? sections_.data.eval_block_length : options_.block_length;
-    data::LmEvalLoader loader(corpus_, which,
-                              {.batch_size = sections_.data.eval_batch_size, .block_len = block,
-                               .block_end_targets = sections_.data.block_end_targets});
+    const data::LmEvalLoader loader = eval_loader(which);
     int64_t batches = loader.num_batches();
     if (max_batches > 0) batches = std::min(batches, max_batches);
     const Tensor& weight = model.in_emb->weight;
@@ -260,15 +284,29 @@ class LmTask final : public Task {
       scored += b.num_targets;
     }
     model.train(was_training);
+    // 0 / 0 is no result: a split whose streams hold one character each (load_data refuses
+    // such dev and test splits) or too few batches.
+    LSF_CHECK(scored > 0) << "evaluating the " << split << " split scored no character (" << corpus_->split(which).size()
+                          << " characters in 'data.eval_batch_size' = " << sections_.data.eval_batch_size << " streams, "
+                          << batches << " batches): lower data.eval_batch_size";
     const Baselines& base = baselines(which);
     EvalResult r;
     r.split = split;
-    r.loss = scored > 0 ? nll / double(scored) : 0.0;
+    r.loss = nll / double(scored);
     r.metrics = {{"bpc", lm::bits_per_character(r.loss), Metric::Kind::Number, "bpc"},
                  {"characters", double(scored), Metric::Kind::Count, ""},
                  {"unigram_bpc", base.unigram, Metric::Kind::Number, ""},
                  {"bigram_bpc", base.bigram, Metric::Kind::Number, ""}};
     return r;
+  }
+
+  // The evaluation's batches of a split: data.eval_batch_size streams, blocks of
+  // data.eval_block_length (or the model's block length).
+  data::LmEvalLoader eval_loader(data::LmSplit which) const {
+    const int64_t block = sections_.data.eval_block_length > 0 ? sections_.data.eval_block_length : options_.block_length;
+    return data::LmEvalLoader(corpus_, which,
+                              {.batch_size = sections_.data.eval_batch_size, .block_len = block,
+                               .block_end_targets = sections_.data.block_end_targets});
   }
 
   // Examples are the split's blocks of model.block_length characters (block i = characters
