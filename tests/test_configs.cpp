@@ -209,7 +209,8 @@ TEST_CASE("config overrides (--set): JSON values, plain strings, and only known 
   CHECK_THROWS_WITH(train::parse_config(kTiny, {"model..dim=3"}), Contains("--set: unknown key 'model..dim'"));
   CHECK_THROWS_WITH(train::parse_config(kTiny, {"train.steps"}), Contains("--set expects key=value"));
   // An override may set a whole section, checked like the file.
-  CHECK(train::parse_config(kTiny, {R"(schedule={"name": "constant"})"}).schedule.name == train::ScheduleKind::Constant);
+  CHECK(train::parse_config(kTiny, {R"(schedule={"name": "constant", "warmup_steps": 0})"}).schedule.name ==
+        train::ScheduleKind::Constant);
   CHECK_THROWS_WITH(train::parse_config(kTiny, {R"(schedule={"nme": "constant"})"}), Contains("unknown key 'schedule.nme'"));
 }
 
@@ -285,5 +286,28 @@ TEST_CASE("schedule.warmup_start_factor and schedule.rebase give ViL's warmup + 
   CHECK_THROWS_WITH(train::parse_config(kTiny, {"schedule.name=warmup_cosine", "schedule.warmup_start_factor=2"}),
                     Contains("'schedule.warmup_start_factor' must be in [0, 1]"));
   CHECK_THROWS_WITH(train::parse_config(kTiny, {"schedule.rebase=false"}),
-                    Contains("apply to warmup_cosine only") && Contains("\"onecycle\""));
+                    Contains("'schedule.rebase' applies to warmup_cosine only") && Contains("\"onecycle\""));
+}
+
+TEST_CASE("a schedule key the chosen schedule does not read is an error, and min_lr is a floor below lr", "[configs]") {
+  // Each would be ignored: refused naming the key, the schedules that read it, and the one chosen.
+  CHECK_THROWS_WITH(train::parse_config(kTiny, {"schedule.min_lr=1e-5"}),
+                    Contains("'schedule.min_lr' applies to warmup_cosine and linear only") && Contains("\"onecycle\""));
+  CHECK_THROWS_WITH(train::parse_config(kTiny, {"schedule.name=constant", "schedule.warmup_steps=15"}),
+                    Contains("'schedule.warmup_steps' applies to every schedule but constant") && Contains("\"constant\""));
+  CHECK_THROWS_WITH(train::parse_config(kTiny, {"schedule.name=constant", "schedule.warmup_steps=0", "schedule.anneal=cos"}),
+                    Contains("'schedule.anneal' applies to onecycle only"));
+  for (const char* key : {"schedule.div_factor=10", "schedule.final_div_factor=10", "schedule.base_momentum=0.8",
+                          "schedule.max_momentum=0.9", "schedule.cycle_momentum=false"})
+    CHECK_THROWS_WITH(train::parse_config(kTiny, {"schedule.name=linear", key}), Contains("applies to onecycle only"));
+  CHECK_THROWS_WITH(train::parse_config(kTiny, {"schedule.name=warmup_constant", "schedule.rebase=false"}),
+                    Contains("'schedule.rebase' applies to warmup_cosine only"));
+  // Every key at the task's default is no choice (a stored config holds them all), and warmup 0
+  // suits constant.
+  CHECK_NOTHROW(train::parse_config(kTiny, {"schedule.name=constant", "schedule.warmup_steps=0"}));
+  CHECK_NOTHROW(train::parse_config(train::to_json(train::parse_config(kTiny, {"schedule.name=linear", "schedule.min_lr=1e-5"}))));
+  // The floor the decay ends at must not be above the peak it decays from (it made the "decay" rise).
+  CHECK_THROWS_WITH(train::parse_config(kTiny, {"schedule.name=warmup_cosine", "schedule.min_lr=1"}),
+                    Contains("'schedule.min_lr' (1), the floor the schedule decays to, must be ≤ 'optimizer.lr'"));
+  CHECK_THROWS_WITH(train::parse_config(kTiny, {"schedule.name=linear", "schedule.min_lr=1"}), Contains("must be ≤ 'optimizer.lr'"));
 }

@@ -31,7 +31,7 @@ const std::string kConfigDir = std::string(LSF_FIXTURE_DIR) + "/../../configs";
 // The quickstart cut to a few tiny steps, a checkpoint every step.
 train::RunConfig tiny_config(int64_t steps) {
   return train::load_config(kConfigDir + "/quickstart.json",
-                            {"train.steps=" + std::to_string(steps), "schedule.name=constant", "train.eval_every=0",
+                            {"train.steps=" + std::to_string(steps), "schedule.name=constant", "schedule.warmup_steps=0", "train.eval_every=0",
                              "train.checkpoint_every=1", "train.log_every=1", "data.generate.train=64",
                              "data.generate.dev=8", "data.generate.test=8", "train.batch_size=8", "model.layers=1"});
 }

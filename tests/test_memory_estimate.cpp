@@ -87,7 +87,7 @@ TEST_CASE("train.memory_limit replaces MemAvailable", "[memory]") {
 TEST_CASE("lsf eval refuses a checkpoint whose stored config cannot fit", "[memory]") {
   const fs::path dir = fresh_dir("eval");
   std::ostringstream log;
-  const std::vector<std::string> tiny = {"train.steps=2", "schedule.warmup_steps=1", "schedule.name=constant",
+  const std::vector<std::string> tiny = {"train.steps=2", "schedule.warmup_steps=0", "schedule.name=constant",
                                          "data.generate.train=64", "data.generate.dev=8", "data.generate.test=8"};
   testing::run_training(train::load_config(kConfigDir + "/quickstart.json", tiny), dir, log);
   const std::string last = (dir / "last.safetensors").string();

@@ -353,10 +353,41 @@ void validate_common(const std::string& source, const RunConfig& c) {
   at_least(source, "schedule.min_lr", s.min_lr, 0);
   LSF_CHECK(s.warmup_start_factor >= 0.0 && s.warmup_start_factor <= 1.0)
       << source << ": 'schedule.warmup_start_factor' must be in [0, 1], got " << s.warmup_start_factor;
-  if (s.name != ScheduleKind::WarmupCosine) {
-    LSF_CHECK(s.warmup_start_factor == 0.0 && s.rebase)
-        << source << ": 'schedule.warmup_start_factor' and 'schedule.rebase' apply to warmup_cosine only, and 'schedule.name' is \""
-        << enum_name(s.name, kScheduleNames) << "\"";
+  // A key the chosen schedule does not read is an error when it differs from the task's default
+  // (a stored config holds every key at its default; a user's value there would be ignored).
+  {
+    using K = ScheduleKind;
+    const ScheduleConfig defaults = default_config(c.task).schedule;
+    struct Applies {
+      const char* key;
+      bool differs;
+      std::vector<K> kinds;
+      const char* readers;
+    };
+    const Applies keys[] = {
+        {"warmup_steps", s.warmup_steps != defaults.warmup_steps && s.warmup_steps != 0,  // 0: no warmup, as constant's
+         {K::OneCycle, K::WarmupCosine, K::WarmupConstant, K::Linear},
+         "every schedule but constant (warmup_constant: a warmup, then constant)"},
+        {"anneal", s.anneal != defaults.anneal, {K::OneCycle}, "onecycle only"},
+        {"cycle_momentum", s.cycle_momentum != defaults.cycle_momentum, {K::OneCycle}, "onecycle only"},
+        {"base_momentum", s.base_momentum != defaults.base_momentum, {K::OneCycle}, "onecycle only"},
+        {"max_momentum", s.max_momentum != defaults.max_momentum, {K::OneCycle}, "onecycle only"},
+        {"div_factor", s.div_factor != defaults.div_factor, {K::OneCycle}, "onecycle only"},
+        {"final_div_factor", s.final_div_factor != defaults.final_div_factor, {K::OneCycle}, "onecycle only"},
+        {"min_lr", s.min_lr != defaults.min_lr, {K::WarmupCosine, K::Linear}, "warmup_cosine and linear only"},
+        {"warmup_start_factor", s.warmup_start_factor != defaults.warmup_start_factor, {K::WarmupCosine}, "warmup_cosine only"},
+        {"rebase", s.rebase != defaults.rebase, {K::WarmupCosine}, "warmup_cosine only"},
+    };
+    for (const Applies& a : keys) {
+      const bool read = std::find(a.kinds.begin(), a.kinds.end(), s.name) != a.kinds.end();
+      LSF_CHECK(read || !a.differs) << source << ": 'schedule." << a.key << "' applies to " << a.readers
+                                    << ", and 'schedule.name' is \"" << enum_name(s.name, kScheduleNames)
+                                    << "\": it would be ignored";
+    }
+  }
+  if (s.name == ScheduleKind::WarmupCosine || s.name == ScheduleKind::Linear) {
+    LSF_CHECK(s.min_lr <= o.lr) << source << ": 'schedule.min_lr' (" << s.min_lr << "), the floor the schedule decays to, "
+                                << "must be ≤ 'optimizer.lr' (" << o.lr << ")";
   }
   if (s.name == ScheduleKind::OneCycle) {
     // PyTorch's first phase ends at step pct_start·steps − 1 = warmup − 1, which must be > 0.
