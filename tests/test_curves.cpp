@@ -148,6 +148,15 @@ TEST_CASE("bad plot inputs give named errors", "[plot]") {
   CHECK_THROWS_WITH(train::read_run_metrics((dir / "empty_run").string()), Contains("holds no metrics"));
   std::ofstream(dir / "empty_run" / "metrics.jsonl") << R"({"split":"train","step":1,"loss":1})" << "\nnot json\n";
   CHECK_THROWS_WITH(train::read_run_metrics((dir / "empty_run").string()), Contains("metrics.jsonl' line 2: not a metrics record"));
+  // A last line without its newline that does not parse is a killed writer's: skipped with a
+  // warning (as lsf train --resume does), where a bad line followed by more is an error.
+  std::ofstream(dir / "empty_run" / "metrics.jsonl") << R"({"split":"train","step":1,"loss":1})" << "\n"
+                                                     << R"({"split":"train","step":2,"lo)";
+  const train::RunMetrics torn = train::read_run_metrics((dir / "empty_run").string());
+  CHECK(torn.train.size() == 1);
+  REQUIRE(torn.warnings.size() == 1);
+  CHECK_THAT(torn.warnings[0], Contains("skipped line 2 of '") && Contains("a torn last line"));
+  CHECK(train::write_curves({(dir / "empty_run").string()}, {}, (dir / "torn.svg").string()) == torn.warnings);
 
   write_metrics(dir / "ok", 4, 40);
   const std::vector<train::RunMetrics> runs = {train::read_run_metrics((dir / "ok").string())};
@@ -234,6 +243,22 @@ TEST_CASE("a training run keeps curves.svg current, and lsf report writes a self
   CHECK(cells == 100);
   CHECK(total == summary.at("dev").at("examples").get<int64_t>());
   CHECK(diagonal == summary.at("dev").at("correct").get<int64_t>());
+
+  // Moved (or viewed from elsewhere), the page names the checkpoint where the run now is, not
+  // summary.json's path from where lsf train ran.
+  const fs::path moved = dir.parent_path() / "moved run";
+  fs::copy(dir, moved, fs::copy_options::recursive);
+  const std::string moved_html = testing::read_file(train::write_run_report(moved.string()));
+  const std::string moved_best = (moved / "best.safetensors").string();
+  CHECK_THAT(moved_html, Contains("(" + moved_best + ")") && Contains("eval --checkpoint &apos;" + moved_best + "&apos; --split test"));
+  CHECK_THAT(moved_html, !Contains((dir / "best.safetensors").string()));
+  // A torn last line of metrics.jsonl is noted on the page and returned as a warning.
+  std::ofstream(moved / "metrics.jsonl", std::ios::app) << R"({"split":"train","st)";
+  std::vector<std::string> warnings;
+  const std::string torn_html = testing::read_file(train::write_run_report(moved.string(), {}, &warnings));
+  REQUIRE(warnings.size() == 1);
+  CHECK_THAT(torn_html, Contains("a torn last line"));
+  fs::remove_all(moved);
 
   CHECK_THROWS_WITH(train::write_run_report((dir / "nope").string()), Contains("does not exist"));
   fs::remove(dir / "config.json");

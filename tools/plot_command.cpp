@@ -52,7 +52,7 @@ int run_plot(const std::vector<std::string>& args) {
   std::stringstream metrics(flag_value(parsed, "--metric"));
   for (std::string m; std::getline(metrics, m, ',');)
     if (!m.empty()) options.metrics.push_back(m);
-  train::write_curves(runs, options, out);
+  for (const std::string& w : train::write_curves(runs, options, out)) std::cerr << "lsf plot: warning: " << w << "\n";
   std::cout << "wrote " << out << "\n";
   return 0;
 }

@@ -34,7 +34,9 @@ int run_report(const std::vector<std::string>& args) {
   if (parsed.count("--samples")) options.sample_tokens = parse_int("--samples", flag_value(parsed, "--samples"), 0, 100000);
   if (parsed.count("--prompt")) options.sample_prompt = flag_value(parsed, "--prompt");
   // Written first: "wrote" is printed only for a page that exists (an error names its cause alone).
-  const std::string page = train::write_run_report(args[0], options);
+  std::vector<std::string> warnings;
+  const std::string page = train::write_run_report(args[0], options, &warnings);
+  for (const std::string& w : warnings) std::cerr << "lsf report: warning: " << w << "\n";
   std::cout << "wrote " << page << "\n";
   return 0;
 }

@@ -236,6 +236,11 @@ RunMetrics read_run_metrics(const std::string& run) {
     ++line_number;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (in.eof() && (j.is_discarded() || !j.is_object())) {  // no newline after it: a torn last line
+      r.warnings.push_back("skipped line " + std::to_string(line_number) + " of '" + r.path +
+                           "': a torn last line (the run was killed while writing it)");
+      break;
+    }
     LSF_CHECK(!j.is_discarded() && j.is_object() && j.contains("split") && j["split"].is_string() && j.contains("step") &&
               j["step"].is_number_integer())
         << "'" << r.path << "' line " << line_number << ": not a metrics record (a JSON object with \"split\" and \"step\")";
@@ -298,7 +303,7 @@ std::string curves_svg(const std::vector<RunMetrics>& runs, const CurvesOptions&
   return curves_chart(runs, options).str();
 }
 
-void write_curves(const std::vector<std::string>& runs, const CurvesOptions& options, const std::string& out) {
+std::vector<std::string> write_curves(const std::vector<std::string>& runs, const CurvesOptions& options, const std::string& out) {
   const std::string extension = fs::path(out).extension().string();
   LSF_CHECK(extension == ".svg" || extension == ".png")
       << "plot: cannot write '" << out << "': the chart is written as .svg or .png, got '" << extension << "'";
@@ -307,6 +312,9 @@ void write_curves(const std::vector<std::string>& runs, const CurvesOptions& opt
   for (const std::string& run : runs) metrics.push_back(read_run_metrics(run));
   if (extension == ".png") write_svg_as_png(curves_chart(metrics, options), out);
   else write_file_atomically(out, curves_svg(metrics, options));
+  std::vector<std::string> warnings;
+  for (const RunMetrics& m : metrics) warnings.insert(warnings.end(), m.warnings.begin(), m.warnings.end());
+  return warnings;
 }
 
 }  // namespace lsf::train

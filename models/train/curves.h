@@ -34,11 +34,14 @@ struct RunMetrics {
   std::string name;                        // the run directory's name (the legend's label)
   std::string path;                        // its metrics.jsonl
   std::vector<MetricRecord> train, dev;    // in file order; final evaluations left out
+  std::vector<std::string> warnings;       // a torn last line that was skipped
 };
 
 // A run directory (or its metrics.jsonl directly). Errors name the path: a run that does not
 // exist, a directory without metrics.jsonl, a file without a single train or dev record, a line
-// that is not a JSON object with "split" and "step" (with its line number).
+// that is not a JSON object with "split" and "step" (with its line number). A last line without
+// its newline that does not parse is a killed writer's torn line: skipped with a warning, as
+// `lsf train --resume` does.
 RunMetrics read_run_metrics(const std::string& run);
 
 enum class CurvesX { Step, Time };
@@ -62,7 +65,8 @@ std::string curves_svg(const std::vector<RunMetrics>& runs, const CurvesOptions&
 
 // Reads the runs and writes the chart to `out`: ".svg", or ".png" drawn through Cairo at twice
 // the SVG's size (svg_png.h); any other extension is an error naming the two. Replaced atomically.
-void write_curves(const std::vector<std::string>& runs, const CurvesOptions& options, const std::string& out);
+// Returns the runs' warnings (RunMetrics::warnings).
+std::vector<std::string> write_curves(const std::vector<std::string>& runs, const CurvesOptions& options, const std::string& out);
 
 bool lower_is_better(const std::string& metric);
 

@@ -52,7 +52,9 @@ std::string metric_cell(const std::string& key, const json& v) {
 }
 
 // summary.json as two tables: the dev and test numbers side by side, then the run's facts.
-std::string summary_section(const json& s) {
+// The summary; the best checkpoint and the re-check command named through `dir` (as the user
+// gave it to lsf report), not summary.json's paths, which are relative to where lsf train ran.
+std::string summary_section(const json& s, const fs::path& dir) {
   std::string html = "<h2>Summary</h2>\n<table>\n<tr><th>metric</th><th>dev</th><th>test</th></tr>\n";
   const json dev = s.value("dev", json::object()), test = s.value("test", json::object());
   for (const auto& [key, value] : dev.items()) {
@@ -65,11 +67,16 @@ std::string summary_section(const json& s) {
     html += "<tr><th>" + xml_escape(label) + "</th><td>" + value + "</td></tr>\n";
   };
   row("steps", cell(s.value("steps", json())));
-  row("best checkpoint", "step " + cell(s.value("best_step", json())) + " (" + cell(s.value("best_checkpoint", json())) + ")");
+  const std::string best = (dir / "best.safetensors").string();
+  row("best checkpoint", "step " + cell(s.value("best_step", json())) + " (" + xml_escape(best) + ")");
   if (s.contains("wall_seconds") && s["wall_seconds"].is_number())
     row("wall time", xml_escape(format_duration(s["wall_seconds"].get<double>())) + " on " + cell(s.value("threads", json())) + " threads");
   row("final training loss", cell(s.value("final_train_loss", json())));
-  row("re-check", "<code>" + cell(s.value("eval_command", json())) + "</code>");
+  // The program as the run's command named it ("lsf", or the path it was run by).
+  const std::string recorded = s.value("eval_command", std::string());
+  const size_t eval = recorded.find(" eval --checkpoint ");
+  const std::string program = eval == std::string::npos ? "lsf" : recorded.substr(0, eval);
+  row("re-check", "<code>" + xml_escape(program + " eval --checkpoint " + shell_quote(best) + " --split test") + "</code>");
   return html + "</table>\n";
 }
 
@@ -103,7 +110,7 @@ th{background:#f5f5f5}pre{background:#f7f7f7;padding:8px;font-size:12px;overflow
 
 }  // namespace
 
-std::string run_report_html(const std::string& run_dir, const ReportOptions& options) {
+std::string run_report_html(const std::string& run_dir, const ReportOptions& options, std::vector<std::string>* warnings) {
   const fs::path dir = run_dir;
   LSF_CHECK(fs::is_directory(dir)) << "report: run directory '" << run_dir << "' does not exist";
   LSF_CHECK(fs::exists(dir / "config.json")) << "report: '" << run_dir << "' has no config.json (not a run directory of lsf train?)";
@@ -122,13 +129,15 @@ std::string run_report_html(const std::string& run_dir, const ReportOptions& opt
   if (fs::exists(dir / "summary.json")) {
     const json s = json::parse(read_text(dir / "summary.json"), nullptr, /*allow_exceptions=*/false);
     LSF_CHECK(!s.is_discarded() && s.is_object()) << "report: '" << (dir / "summary.json").string() << "' is not a JSON object";
-    html += summary_section(s);
+    html += summary_section(s, dir);
   } else {
     html += "<h2>Summary</h2>\n<p class=\"note\">The run has not finished (no summary.json): the curves show it so far.</p>\n";
   }
 
   const std::string svg = curves_svg({metrics});
   html += "<h2>Curves</h2>\n<figure>\n" + svg.substr(svg.find("<svg")) + "</figure>\n";
+  for (const std::string& w : metrics.warnings) html += "<p class=\"note\">" + xml_escape(w) + "</p>\n";
+  if (warnings) warnings->insert(warnings->end(), metrics.warnings.begin(), metrics.warnings.end());
 
   if (options.confusion_matrix && fs::exists(dir / "best.safetensors")) {
     try {
@@ -164,8 +173,8 @@ std::string run_report_html(const std::string& run_dir, const ReportOptions& opt
   return html;
 }
 
-std::string write_run_report(const std::string& run_dir, const ReportOptions& options) {
-  const std::string html = run_report_html(run_dir, options);
+std::string write_run_report(const std::string& run_dir, const ReportOptions& options, std::vector<std::string>* warnings) {
+  const std::string html = run_report_html(run_dir, options, warnings);
   const std::string path = (fs::path(run_dir) / "report.html").string();
   write_file_atomically(path, html);
   return path;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace lsf::train {
 
@@ -21,10 +22,15 @@ struct ReportOptions {
 };
 
 // The page. Errors name the path: a run directory that does not exist or holds no config.json
-// or metrics.jsonl. A run that has not finished (no summary.json) gets a page saying so.
-std::string run_report_html(const std::string& run_dir, const ReportOptions& options = {});
+// or metrics.jsonl. A run that has not finished (no summary.json) gets a page saying so. The
+// checkpoint and the re-check command are named through run_dir as given (summary.json's paths
+// are relative to where lsf train ran). `warnings` (optional) gets what was skipped: a torn last
+// line of metrics.jsonl (the page notes it too).
+std::string run_report_html(const std::string& run_dir, const ReportOptions& options = {},
+                            std::vector<std::string>* warnings = nullptr);
 
 // Writes run_dir/report.html (atomically) and returns its path.
-std::string write_run_report(const std::string& run_dir, const ReportOptions& options = {});
+std::string write_run_report(const std::string& run_dir, const ReportOptions& options = {},
+                             std::vector<std::string>* warnings = nullptr);
 
 }  // namespace lsf::train

@@ -106,13 +106,6 @@ class StopSignals {
   struct sigaction old_int_ {}, old_term_ {};
 };
 
-std::string shell_quote(const std::string& s) {
-  if (s.find_first_of(" \t'\"$\\`*?;&|<>()") == std::string::npos) return s;
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
 json eval_json(const EvalResult& r) {
   json j = {{"split", r.split}, {"step", r.step}, {"loss", r.loss}};
   for (const Metric& m : r.metrics) j[m.name] = m.kind == Metric::Kind::Count ? json(int64_t(m.value)) : json(m.value);
@@ -537,6 +530,13 @@ std::unique_ptr<optim::Schedule> make_schedule(const RunConfig& c) {
       return std::make_unique<optim::ConstantLR>(lr);
   }
   LSF_FAIL() << "internal: schedule.name holds no ScheduleKind (" << int(s.name) << ")";
+}
+
+std::string shell_quote(const std::string& s) {
+  if (s.find_first_of(" \t'\"$\\`*?;&|<>()") == std::string::npos) return s;
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
 }
 
 RunConfig checkpoint_config(const std::string& path, const std::vector<std::string>& overrides) {

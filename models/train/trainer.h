@@ -101,6 +101,9 @@ ConfusionMatrix checkpoint_confusion_matrix(const std::string& path, const std::
 // The describe() line of the checkpoint's task for a result (what `lsf eval` prints).
 std::string describe_result(const std::string& checkpoint, const EvalResult& result);
 
+// `s` as one word of a POSIX shell command line: unchanged when plain, else single-quoted.
+std::string shell_quote(const std::string& s);
+
 // The resolved config stored in a training checkpoint (an error if it holds none), with
 // `overrides` applied.
 RunConfig checkpoint_config(const std::string& path, const std::vector<std::string>& overrides = {});
