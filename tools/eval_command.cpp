@@ -2,7 +2,7 @@
 // split, with the data and model rebuilt from the config stored in the checkpoint — the same
 // computation as the end of `lsf train`. --set changes evaluation settings of that config.
 //
-//   lsf eval --checkpoint runs/quickstart/best.safetensors [--split dev|test] [--set KEY=VALUE]...
+//   lsf eval --checkpoint runs/quickstart/best.safetensors [--split dev|test|train] [--set KEY=VALUE]...
 //            [--threads N]
 #include <iomanip>
 #include <iostream>
@@ -18,7 +18,7 @@ namespace {
 const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = {
       {"--checkpoint", "PATH", "a checkpoint written by lsf train (best.safetensors, last.safetensors)"},
-      {"--split", "SPLIT", "dev or test (default test)"},
+      {"--split", "SPLIT", "dev, test or train (default test)"},
       {"--set", "KEY=VALUE", "override a key of the stored config for this evaluation (repeatable)", true},
       {"--threads", "N", "CPU threads (default: the run's train.threads)"},
   };
@@ -28,7 +28,7 @@ const std::vector<Flag>& flags() {
 }  // namespace
 
 void eval_usage(std::ostream& os) {
-  os << "usage: lsf eval --checkpoint PATH [--split dev|test] [--set KEY=VALUE]... [--threads N]\n\n";
+  os << "usage: lsf eval --checkpoint PATH [--split dev|test|train] [--set KEY=VALUE]... [--threads N]\n\n";
   print_flags(os, flags());
 }
 
@@ -37,7 +37,7 @@ int run_eval(const std::vector<std::string>& args) {
   const std::string path = flag_value(parsed, "--checkpoint");
   if (path.empty()) throw UsageError("--checkpoint is required");
   const std::string split = flag_value(parsed, "--split", "test");
-  if (split != "dev" && split != "test" && split != "train") throw UsageError("--split expects dev or test, got '" + split + "'");
+  if (split != "dev" && split != "test" && split != "train") throw UsageError("--split expects dev, test or train, got '" + split + "'");
   int threads = parsed.count("--threads") ? int(parse_int("--threads", flag_value(parsed, "--threads"), 1, 4096)) : 0;
 
   std::vector<std::string> overrides = parsed.count("--set") ? parsed.at("--set") : std::vector<std::string>{};

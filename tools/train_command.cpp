@@ -21,7 +21,7 @@ const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = {
       {"--config", "PATH", "the run config (JSON; configs/README.md lists every key)"},
       {"--set", "KEY=VALUE", "override one config key, e.g. --set train.steps=500 (repeatable)", true},
-      {"--out", "DIR", "the run directory (default: runs/<config name>, or runs/<config name>-N if that holds a run)"},
+      {"--out", "DIR", "the run directory (default: runs/<config name>, or the first runs/<config name>-N that holds no run and is not in use)"},
       {"--resume", nullptr, "continue the run in --out from its last.safetensors"},
       {"--init-from", "CKPT", "start a new run (a new phase) from this checkpoint's weights; fresh optimizer and schedule"},
       {"--profile", nullptr, "print per-op self time and calls and the time per model phase of the training steps at the end (also LSF_PROFILE=1)"},
@@ -78,10 +78,13 @@ int train_with(const std::shared_ptr<dist::ProcessGroup>& world, const std::vect
   if (resume && parsed.count("--init-from")) throw UsageError("--init-from starts a new run; it cannot be combined with --resume");
   std::string config_path = flag_value(parsed, "--config");
   std::string out = flag_value(parsed, "--out");
+  if (parsed.count("--out") && out.empty()) throw UsageError("--out expects a directory, got an empty value");
   if (config_path.empty()) {
     // A resumed run can take its config from its own directory.
     if (!resume || out.empty()) throw UsageError("--config is required (or --resume with --out DIR of an existing run)");
     config_path = (std::filesystem::path(out) / "config.json").string();
+    LSF_CHECK(std::filesystem::exists(config_path))
+        << "--resume: '" << out << "' holds no run (no config.json): nothing to resume; give --config for a new run";
   }
   const bool default_out = out.empty();
   if (default_out) out = default_run_dir(config_path);

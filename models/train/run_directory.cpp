@@ -74,6 +74,14 @@ static void remove_stale_temporaries(const std::string& dir) {
   }
 }
 
+// mkdir -p, its failure named as the run directory's (a bare filesystem_error named neither
+// --out nor what to do).
+static void create_run_directory(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  LSF_CHECK(!ec) << "cannot create the run directory '" << dir << "': " << ec.message() << "; choose another --out";
+}
+
 static std::string lock_path(const std::string& dir) { return (fs::path(dir) / ".lock").string(); }
 
 // An exclusive, non-blocking flock on DIR/.lock, with this process's id written in it for the
@@ -140,7 +148,7 @@ RunPaths open_run_directory(const RunConfig& config, const std::string& dir, boo
       << "--out '" << dir << "' exists and is not a directory; choose a directory for the run";
   validate_data_paths(config);  // before the run directory exists
   const std::string text = to_json(config);  // too: a failure must not leave an empty directory
-  fs::create_directories(dir);
+  create_run_directory(dir);
   std::string holder;
   paths.lock = try_lock_run_directory(dir, &holder);
   LSF_CHECK(paths.lock) << "'" << dir << "' is in use by another training run"
@@ -160,7 +168,7 @@ RunPaths open_free_run_directory(const RunConfig& config, const std::string& bas
     RunPaths paths(n == 1 ? base : base + "-" + std::to_string(n));
     std::error_code ec;
     if (fs::exists(paths.last, ec) || (fs::exists(paths.dir, ec) && !fs::is_directory(paths.dir, ec))) continue;
-    fs::create_directories(paths.dir);
+    create_run_directory(paths.dir);
     paths.lock = try_lock_run_directory(paths.dir, nullptr);
     // Under the lock, once more: another run may have taken and checkpointed it meanwhile.
     if (!paths.lock || fs::exists(paths.last)) continue;
