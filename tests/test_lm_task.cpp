@@ -276,6 +276,13 @@ TEST_CASE("lm: generation is deterministic and checks the checkpoint and the pro
   CHECK(text.size() == 40);
   CHECK(streamed == text);  // each character handed over as it is produced
   CHECK(train::generate_text(s.best_checkpoint, o) == text);  // same seed, same text
+  {  // lsf generate's way: emitted only, nothing held (--tokens may exceed memory)
+    train::LmGenerateOptions streaming = o;
+    streaming.keep_text = false;
+    std::string emitted;
+    CHECK(train::generate_text(s.best_checkpoint, streaming, [&](char c) { emitted += c; }).empty());
+    CHECK(emitted == text);
+  }
   o.seed = 6;
   CHECK(train::generate_text(s.best_checkpoint, o) != text);
   o.echo_prompt = true;

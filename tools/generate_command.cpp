@@ -73,6 +73,7 @@ int run_generate(const std::vector<std::string>& args) {
   o.overrides = parsed.count("--set") ? parsed.at("--set") : std::vector<std::string>{};
 
   o.echo_prompt = true;
+  o.keep_text = false;  // streamed: --tokens may be far more than memory holds
   train::generate_text(path, o, [](char c) { std::cout << c << std::flush; });
   std::cout << "\n";
   return 0;

@@ -69,12 +69,11 @@ std::string generate_text(const std::string& checkpoint, const LmGenerateOptions
   Generator generator(options.seed);
   lm::IncrementalDecoder decoder(*model, /*batch=*/1);
   Tensor log_probs = decoder.feed(prompt);
-  std::string text;
-  text.reserve(size_t(options.tokens));
+  std::string text;  // grown as sampled: reserving `tokens` up front failed for huge counts
   for (int64_t i = 0; i < options.tokens; ++i) {
     const Tensor next = lm::sample_next_tokens(log_probs, options.sampling, generator);  // [1] i64
     const char c = char(vocab.byte_of(int32_t(next.item<int64_t>())));
-    text += c;
+    if (options.keep_text) text += c;
     if (emit) emit(c);
     if (i + 1 < options.tokens) log_probs = decoder.step(next);
   }

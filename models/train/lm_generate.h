@@ -27,6 +27,8 @@ struct LmGenerateOptions {
   uint64_t seed = 0;                    // the sampling generator's seed
   std::vector<std::string> overrides;   // "key=value" applied to the stored config (e.g. model.memory_length)
   bool echo_prompt = false;             // emit the prompt's characters first, once the model is loaded
+  bool keep_text = true;                // false: the characters go to emit only and the returned text
+                                        // is empty (lsf generate: a long stream holds nothing)
 };
 
 // The generated characters (without the prompt). Errors: a checkpoint of another task, a prompt
