@@ -342,32 +342,38 @@ int64_t write_pathfinder_dataset(const std::string& dir, const PathfinderOptions
   const PathfinderGeometry g = pathfinder_geometry(options.size, options.difficulty);
   fs::create_directories(fs::path(dir) / "metadata");
   int64_t positives = 0;
+  // Images are generated (in parallel) a chunk at a time and their metadata lines streamed to
+  // the file: memory stays bounded whatever --count and --batch-size are (a sample depends on
+  // its index alone, so chunking changes no image).
+  constexpr int64_t kChunk = 1024;
   for (int64_t b = 0; b * batch_size < count; ++b) {
     const int64_t begin = b * batch_size, end = std::min(count, begin + batch_size);
     const std::string batch = std::to_string(b);
     fs::create_directories(fs::path(dir) / "imgs" / batch);
-    const std::vector<PathfinderSample> samples = generate_samples(options, begin, end - begin);
-    std::string lines;
-    for (int64_t i = begin; i < end; ++i) {
-      const PathfinderSample& s = samples[size_t(i - begin)];
-      const std::string name = "sample_" + std::to_string(i) + ".png";
-      write_gray_png((fs::path(dir) / "imgs" / batch / name).string(), s.pixels, options.size, options.size);
-      positives += s.label;
-      // The release's fields: path, file, index, label, continuity, contour length, distractor
-      // length, paddle length, paddle thickness, paddle margin, contrast count.
-      lines += "imgs/" + batch + " " + name + " " + std::to_string(i) + " " + std::to_string(s.label) + " " +
-               std::to_string(g.continuity) + " " + std::to_string(g.contour_length) + " " +
-               std::to_string(g.distractor_length) + " " + std::to_string(g.dash_length) + " " +
-               std::to_string(g.thickness) + " " + std::to_string(g.dash_gap) + " 1\n";
-    }
     const fs::path meta = fs::path(dir) / "metadata" / (batch + ".npy");
     const fs::path tmp = meta.string() + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::binary);
-      LSF_CHECK(out.good()) << "pathfinder: cannot write '" << tmp.string() << "'";
+    std::ofstream out(tmp, std::ios::binary);
+    LSF_CHECK(out.good()) << "pathfinder: cannot write '" << tmp.string() << "'";
+    for (int64_t chunk = begin; chunk < end; chunk += kChunk) {
+      const std::vector<PathfinderSample> samples = generate_samples(options, chunk, std::min(kChunk, end - chunk));
+      std::string lines;
+      for (int64_t i = chunk; i < chunk + int64_t(samples.size()); ++i) {
+        const PathfinderSample& s = samples[size_t(i - chunk)];
+        const std::string name = "sample_" + std::to_string(i) + ".png";
+        write_gray_png((fs::path(dir) / "imgs" / batch / name).string(), s.pixels, options.size, options.size);
+        positives += s.label;
+        // The release's fields: path, file, index, label, continuity, contour length, distractor
+        // length, paddle length, paddle thickness, paddle margin, contrast count.
+        lines += "imgs/" + batch + " " + name + " " + std::to_string(i) + " " + std::to_string(s.label) + " " +
+                 std::to_string(g.continuity) + " " + std::to_string(g.contour_length) + " " +
+                 std::to_string(g.distractor_length) + " " + std::to_string(g.dash_length) + " " +
+                 std::to_string(g.thickness) + " " + std::to_string(g.dash_gap) + " 1\n";
+      }
       out << lines;
       LSF_CHECK(out.good()) << "pathfinder: writing '" << tmp.string() << "' failed";
     }
+    out.close();
+    LSF_CHECK(out.good()) << "pathfinder: writing '" << tmp.string() << "' failed";
     fs::rename(tmp, meta);
   }
   return positives;

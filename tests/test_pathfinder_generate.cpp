@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
+#include <sstream>
 
 #include "lsformer/data/pathfinder.h"
 #include "lsformer/data/pathfinder_generate.h"
@@ -135,6 +137,31 @@ TEST_CASE("pathfinder generate: the release layout it writes is what read_pathfi
     }
   }
   CHECK(seen == 20);
+}
+
+TEST_CASE("pathfinder generate: a folder larger than one generation chunk is written whole and in order", "[data][pathfinder]") {
+  // 1100 images in one folder: generated 1024 at a time (memory stays bounded for any
+  // --batch-size), the metadata lines streamed in index order.
+  ScratchDir dir("chunks");
+  const PathfinderOptions options{.size = 32, .difficulty = PathfinderDifficulty::Baseline, .seed = 3};
+  const int64_t positives = write_pathfinder_dataset(dir.path.string(), options, 1100, 5000);
+  std::ifstream meta(dir.path / "metadata" / "0.npy");
+  int64_t lines = 0, labels = 0;
+  std::vector<int64_t> labels_by_index;
+  for (std::string line; std::getline(meta, line); ++lines) {
+    std::istringstream fields(line);
+    std::string folder, file;
+    int64_t index = -1, label = -1;
+    fields >> folder >> file >> index >> label;
+    REQUIRE(index == lines);
+    labels += label;
+    labels_by_index.push_back(label);
+  }
+  CHECK(lines == 1100);
+  CHECK(labels == positives);
+  CHECK(fs::is_regular_file(dir.path / "imgs" / "0" / "sample_1099.png"));
+  // The second chunk's images are the samples of their indices.
+  for (int64_t i : {1024, 1099}) CHECK(labels_by_index.at(size_t(i)) == generate_pathfinder_sample(options, i).label);
 }
 
 TEST_CASE("pathfinder generate: bad options are errors naming them", "[data][pathfinder]") {
