@@ -2,6 +2,7 @@
 #include "lsformer/data/char_corpus.h"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <system_error>
 
@@ -148,8 +149,30 @@ CharCorpus read_text8(const std::string& path, const SplitSizes& sizes) {
   }
 }
 
+namespace {
+
+// The container of a text source: by its extension (any case), else by its first bytes, so
+// that a gzip or zip file not named so (C.GZ, a download without its suffix) is not split as text.
+enum class TextContainer { kPlain, kZip, kGzip };
+TextContainer text_container(const std::string& path, const char* who) {
+  std::string ext = std::filesystem::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  if (ext == ".zip") return TextContainer::kZip;
+  if (ext == ".gz" || ext == ".dz") return TextContainer::kGzip;
+  std::ifstream in = open_input(path, who);
+  char magic[4] = {};
+  in.read(magic, 4);
+  const std::string head(magic, size_t(in.gcount()));
+  if (head.rfind("\x1f\x8b", 0) == 0) return TextContainer::kGzip;
+  if (head == std::string("PK\x03\x04", 4)) return TextContainer::kZip;
+  return TextContainer::kPlain;
+}
+
+}  // namespace
+
 std::string read_text_source(const std::string& path, const char* who) {
-  if (ends_with(path, ".zip")) {
+  const TextContainer container = text_container(path, who);
+  if (container == TextContainer::kZip) {
     const std::vector<std::string> names = zip_entry_names(path, who);
     if (names.size() != 1) {
       std::string listed;
@@ -159,7 +182,7 @@ std::string read_text_source(const std::string& path, const char* who) {
     }
     return read_zip_entry(path, names[0], who);
   }
-  if (ends_with(path, ".gz") || ends_with(path, ".dz")) return read_gzip_file(path, who);
+  if (container == TextContainer::kGzip) return read_gzip_file(path, who);
   return read_file_bytes(path, who);
 }
 

@@ -96,7 +96,8 @@ CharCorpus split_corpus(std::string name, std::string_view text, const SplitSize
                         CharAlphabet alphabet, const std::string& source);
 
 // The bytes of a text source for `lsf data text`: a plain file, a ".zip" with exactly one entry
-// (more are an error listing them), or a gzip file (".gz", ".dz").
+// (more are an error listing them), or a gzip file (".gz", ".dz"); extensions in any case, and a
+// file without one of them is recognised by its first bytes (gzip 1f 8b, zip "PK" 3 4).
 std::string read_text_source(const std::string& path, const char* who);
 
 // A split directory, as `lsf data text --out DIR` writes it: DIR/train.txt, DIR/dev.txt and

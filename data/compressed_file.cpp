@@ -10,18 +10,11 @@
 #include <sstream>
 #include <system_error>
 
+#include "lsformer/data/file_util.h"
 #include "lsformer/engine/error.h"
 
 namespace lsf::data {
 namespace {
-
-// Checks that `path` names an existing regular file (the message the other readers give).
-void check_is_file(const std::string& path, const char* who) {
-  std::error_code ec;
-  LSF_CHECK(std::filesystem::exists(path, ec)) << who << ": file '" << path << "' does not exist";
-  LSF_CHECK(!std::filesystem::is_directory(path, ec))
-      << who << ": '" << path << "' is a directory, expected a file";
-}
 
 std::string zip_error_text(int code) {
   zip_error_t error;
@@ -35,7 +28,7 @@ std::string zip_error_text(int code) {
 struct ZipReader {
   zip_t* archive = nullptr;
   ZipReader(const std::string& path, const char* who) {
-    check_is_file(path, who);
+    check_regular_file(path, who);
     int code = 0;
     // No ZIP_CHECKCONS: archives written by other tools may differ harmlessly between local and
     // central headers; the entry's CRC-32, checked on reading, is what guards the bytes.
@@ -108,7 +101,7 @@ std::string read_zip_entry(const std::string& zip_path, const std::string& entry
 }
 
 std::string read_gzip_file(const std::string& path, const char* who) {
-  check_is_file(path, who);
+  check_regular_file(path, who);
   gzFile gz = gzopen(path.c_str(), "rb");
   LSF_CHECK(gz != nullptr) << who << ": cannot open '" << path << "'";
   std::unique_ptr<gzFile_s, decltype(&gzclose_r)> guard(gz, &gzclose_r);

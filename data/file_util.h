@@ -13,7 +13,13 @@
 
 namespace lsf::data {
 
-// Opens `path` for binary reading; throws naming `who` and the path when that fails.
+// Throws naming `who` and the path unless `path` exists and is a regular file (after symlinks):
+// a directory, a FIFO (opening one blocks until a writer comes), a device or a socket is refused
+// before it is opened.
+void check_regular_file(const std::string& path, const char* who);
+
+// Opens `path` (checked by check_regular_file) for binary reading; throws naming `who` and the
+// path when that fails.
 std::ifstream open_input(const std::string& path, const char* who);
 
 // Reads one line without its end ("\n", or "\r\n" as Python's csv.writer writes); false at EOF.

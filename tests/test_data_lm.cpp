@@ -3,6 +3,7 @@
 // installed package), truncated-BPTT training batches against an independent index computation,
 // the one-pass evaluation iterator's coverage, and the unigram / bigram baselines against
 // hand-computed values. Every malformed input must give an error naming the file.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -225,6 +226,16 @@ TEST_CASE("lm corpus: fractional splits, split directories and text sources", "[
   CHECK(read_text_source(dir + "/doc.txt", "t") == text);
   CHECK(read_text_source(dir + "/doc.zip", "t") == text);
   CHECK(read_text_source(dir + "/doc.txt.gz", "t") == text);
+  // The extension in any case, or none: recognised by the first bytes (they were split as text).
+  write_gzip_file(dir + "/DOC.GZ", text, "test");
+  write_gzip_file(dir + "/doc_gzip", text, "test");
+  write_zip(dir + "/doc_zip", {{"doc.txt", text}}, "test");
+  CHECK(read_text_source(dir + "/DOC.GZ", "t") == text);
+  CHECK(read_text_source(dir + "/doc_gzip", "t") == text);
+  CHECK(read_text_source(dir + "/doc_zip", "t") == text);
+  // A FIFO is refused before it is opened (opening one waits for a writer: lsf data text hung).
+  REQUIRE(::mkfifo((dir + "/fifo").c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(read_text_source(dir + "/fifo", "t"), Catch::Contains("fifo' is a FIFO (named pipe), expected a regular file"));
   write_zip(dir + "/two.zip", {{"a.txt", text}, {"b.txt", text}}, "test");
   CHECK_THROWS_WITH(read_text_source(dir + "/two.zip", "t"),
                     Catch::Contains("two.zip' holds 2 entries") && Catch::Contains("'a.txt', 'b.txt'"));
