@@ -226,6 +226,10 @@ TEST_CASE("missing data paths are errors naming the key and the path", "[configs
   CHECK_THROWS_WITH(train::validate_data_paths(c), Contains((dir / "basic_test.tsv").string()));
   std::ofstream(dir / "basic_test.tsv") << "Source\tTarget\n";
   CHECK_NOTHROW(train::validate_data_paths(c));
+  // Files holding a header alone: the split and its file are named when the data loads (it
+  // was "BatchLoader: dataset 'listops' has no examples").
+  CHECK_THROWS_WITH(train::make_task(c)->load_data({"test"}),
+                    Contains("the test split of listops ('" + (dir / "basic_test.tsv").string() + "') holds no examples"));
   // An explicit file replaces the layout's, and its key is named.
   c = train::parse_config(base, {"data.files.test=" + (dir / "other.tsv").string()});
   CHECK_THROWS_WITH(train::validate_data_paths(c), Contains("'data.files.test'") && Contains("other.tsv"));

@@ -259,6 +259,16 @@ class LraTask final : public Task {
     } else {
       for (const auto& s : splits) data_[s] = load_split(config_, s);
     }
+    // An empty split (a file holding only its header, a Pathfinder folder too small for a dev
+    // tenth) is named with its file here: later it surfaced as "BatchLoader: dataset has no examples".
+    const LraDataConfig& d = lra_sections(config_).data;
+    const SplitPaths paths = d.generate.enabled ? SplitPaths{} : data_files(config_.task, d);
+    for (const auto& [name, split] : data_) {
+      const std::string& file = name == "train" ? paths.train : name == "dev" ? paths.dev : paths.test;
+      LSF_CHECK(!split->examples.empty()) << "the " << name << " split of " << config_.task
+                                          << (file.empty() ? std::string() : " ('" + file + "')")
+                                          << " holds no examples: an empty file, a header alone, or too few examples to split";
+    }
     model_data_ = data_.at(splits.front());
     if (data_.count("train")) {
       LSF_CHECK(int64_t(data_["train"]->examples.size()) >= config_.train.batch_size)
