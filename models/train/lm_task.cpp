@@ -20,6 +20,7 @@
 #include "lsformer/models/lm/lm_model.h"
 #include "lsformer/models/lm/memory.h"
 #include "lsformer/models/nn/capture.h"
+#include "lsformer/models/nn/init.h"
 #include "lsformer/ops/factory.h"
 #include "lsformer/ops/loss.h"
 
@@ -178,6 +179,17 @@ class LmTask final : public Task {
   }
 
   std::shared_ptr<nn::Module> build_model() override { return std::make_shared<lm::TransformerLSModel>(options_); }
+
+  // The model follows from the config alone (the vocabulary is the corpus kind's): lsf info
+  // --model describes a paper config without its corpus file.
+  ModelSummary summarize_model() override {
+    nn::init::SkipRandomInit skip;  // counting only
+    const std::shared_ptr<nn::Module> model = build_model();
+    ModelSummary summary;
+    summary.description = model->type_name();
+    summary.parameters = model->parameter_count();
+    return summary;
+  }
 
   // Parameters from the shapes (lm_model.h: tied token table, per layer Q/K/V/O, FFN, norms and
   // the long-short projections dconv_1, r_net, r_net_chunk), activations of one training block
