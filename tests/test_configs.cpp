@@ -204,7 +204,8 @@ TEST_CASE("config overrides (--set): JSON values, plain strings, and only known 
   CHECK(c.description == "a run with spaces = fine");
   // A string key takes digits as text; a number key refuses text, naming the key.
   CHECK(train::lra_sections(train::parse_config(kTiny, {"data.generate.enabled=false", "data.path=123"})).data.path == "123");
-  CHECK_THROWS_WITH(train::parse_config(kTiny, {"train.steps=many"}), Contains("'train.steps' must be an integer"));
+  // Named by the --set that gave the value, not by the file (which holds a good one).
+  CHECK_THROWS_WITH(train::parse_config(kTiny, {"train.steps=many"}), Contains("--set train.steps=many: 'train.steps' must be an integer"));
   CHECK_THROWS_WITH(train::parse_config(kTiny, {"train.stepz=3"}), Contains("--set: unknown key 'train.stepz'"));
   CHECK_THROWS_WITH(train::parse_config(kTiny, {"model..dim=3"}), Contains("--set: unknown key 'model..dim'"));
   CHECK_THROWS_WITH(train::parse_config(kTiny, {"train.steps"}), Contains("--set expects key=value"));

@@ -432,8 +432,10 @@ RunConfig parse_config_checked(const std::string& json_text, const std::vector<s
   const json schema = config_to_json(c);
   const std::set<std::string> lists = number_list_keys(c);
   check_against_schema(source, user, schema, "", lists);
-  for (const std::string& o : overrides) apply_override(user, schema, o);
-  check_against_schema(source, user, schema, "", lists);  // the overrides' values
+  for (const std::string& o : overrides) {
+    apply_override(user, schema, o);
+    check_against_schema("--set " + o, user, schema, "", lists);  // its value, named by it (not by the file)
+  }
   json merged = schema;
   merged.merge_patch(user);
   JsonReader reader(source, merged);
