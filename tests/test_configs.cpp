@@ -170,6 +170,13 @@ TEST_CASE("config errors name the dotted key", "[configs]") {
   CHECK_THROWS_WITH(train::parse_config(R"({"modle": {}})"), Contains("unknown key 'modle'"));
   CHECK_THROWS_WITH(train::parse_config(R"({"model": {"windw": 4}})"), Contains("unknown key 'model.windw'") && Contains("window"));
   CHECK_THROWS_WITH(train::parse_config(R"({"data": {"generate": {"seed": 1}}})"), Contains("'data.generate.seed'"));
+  // A key given twice (JSON keeps the last without a word), at any depth, inside arrays too.
+  CHECK_THROWS_WITH(train::parse_config(R"({"train": {"steps": 20}, "train": {"steps": 30}})"), Contains("key 'train' is given twice"));
+  CHECK_THROWS_WITH(train::parse_config(R"({"data": {"seed": 1, "generate": {"train": 5, "train": 6}}})"),
+                    Contains("key 'data.generate.train' is given twice"));
+  CHECK_THROWS_WITH(train::parse_config(R"({"x": [{"a": 1, "a": 2}]})"), Contains("key 'x.a' is given twice"));
+  CHECK_THROWS_WITH(train::parse_config(R"({"model": {"dim": 64}, "train": {"steps": 20, "log_every": 2}, "model": {}})"),
+                    Contains("key 'model' is given twice"));
   // Wrong JSON types.
   CHECK_THROWS_WITH(train::parse_config(R"({"train": {"steps": "ten"}})"),
                     Contains("'train.steps' must be an integer") && Contains("\"ten\""));

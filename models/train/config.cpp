@@ -421,7 +421,39 @@ RunConfig parse_config_checked(const std::string& json_text, const std::vector<s
                                const std::string& source) {
   json user;
   try {
-    user = json::parse(json_text, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
+    // JSON lets an object name a key twice and keeps the last; in a config the first would be
+    // ignored without a word, so a repeated key is an error naming its dotted path.
+    std::vector<std::string> path;            // per open object or array: the key being read ("" in arrays)
+    std::vector<std::set<std::string>> seen;  // per open object or array: the keys read so far
+    std::string repeated;
+    const json::parser_callback_t track = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+      switch (event) {
+        case json::parse_event_t::object_start:
+        case json::parse_event_t::array_start:  // a level without keys: its path entry stays ""
+          seen.emplace_back();
+          break;
+        case json::parse_event_t::key: {
+          const std::string key = parsed.get<std::string>();
+          path.resize(seen.size() - 1);  // the keys that lead to this object
+          if (!seen.back().insert(key).second && repeated.empty()) {
+            for (const std::string& p : path) repeated += p.empty() ? "" : p + ".";
+            repeated += key;
+          }
+          path.push_back(key);
+          break;
+        }
+        case json::parse_event_t::object_end:
+        case json::parse_event_t::array_end:
+          seen.pop_back();
+          path.resize(seen.size());
+          break;
+        default:
+          break;
+      }
+      return true;
+    };
+    user = json::parse(json_text, track, /*allow_exceptions=*/true, /*ignore_comments=*/true);
+    LSF_CHECK(repeated.empty()) << source << ": key '" << repeated << "' is given twice (JSON would keep the last silently)";
   } catch (const json::parse_error& e) {
     LSF_FAIL() << source << ": not valid JSON: " << e.what();
   }
