@@ -261,6 +261,7 @@ TEST_CASE("a training run keeps curves.svg current, and lsf report writes a self
   fs::remove_all(moved);
 
   CHECK_THROWS_WITH(train::write_run_report((dir / "nope").string()), Contains("does not exist"));
+  CHECK_THROWS_WITH(train::write_run_report((dir / "summary.json").string()), Contains("summary.json' is not a directory"));
   fs::remove(dir / "config.json");
   CHECK_THROWS_WITH(train::write_run_report(dir.string()), Contains("has no config.json"));
   fs::remove_all(dir.parent_path());

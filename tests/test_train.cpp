@@ -11,6 +11,7 @@
 #include "run_helpers.h"
 #include "lsformer/models/train/config.h"
 #include "lsformer/models/train/lra_task.h"
+#include "lsformer/models/train/run_directory.h"
 #include "lsformer/models/train/trainer.h"
 
 namespace fs = std::filesystem;
@@ -141,8 +142,9 @@ TEST_CASE("run directories: no silent overwrite, resume needs the same config", 
   CHECK_THROWS_WITH(testing::run_training(config, dir, log), Contains("already holds a run") && Contains("--resume"));
   CHECK_THROWS_WITH(testing::run_training(train::parse_config(kTiny, {"train.steps=10", "model.dim=16"}), dir, log, true),
                     Contains("config differs") && Contains("model.dim 32 → 16"));
-  // Only the thread count may change on resume.
+  // Only the thread count (and the fault policies, and the description) may change on resume.
   CHECK_NOTHROW(testing::run_training(train::parse_config(kTiny, {"train.steps=10", "train.threads=2"}), dir, log, true));
+  CHECK(train::config_differences(config, train::parse_config(kTiny, {"train.steps=10", "description=the same run, retold"})).empty());
   CHECK_THROWS_WITH(testing::run_training(config, fresh_dir("nothing"), log, true), Contains("nothing to resume"));
   // A directory with no last.safetensors (a run that failed while loading its data) starts afresh.
   fs::remove(dir / "last.safetensors");

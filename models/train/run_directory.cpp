@@ -45,7 +45,9 @@ std::string config_differences(const RunConfig& a, const RunConfig& b) {
   json fa = json::parse(to_json(a)).flatten(), fb = json::parse(to_json(b)).flatten();
   std::string diff;
   for (const auto& [k, v] : fa.items()) {
-    if (k == "/train/threads" || k == "/train/non_finite" || k == "/train/memory_limit" || fb.value(k, json()) == v) continue;
+    if (k == "/description" || k == "/train/threads" || k == "/train/non_finite" || k == "/train/memory_limit" ||
+        fb.value(k, json()) == v)
+      continue;
     std::string key = k.substr(1);
     for (char& ch : key) ch = ch == '/' ? '.' : ch;
     diff += (diff.empty() ? "" : ", ") + key + " " + v.dump() + " → " + fb.value(k, json()).dump();

@@ -38,7 +38,7 @@ struct RunPaths {
 
 // Prepares `dir` for a run: a new run refuses a directory that holds a run (last.safetensors;
 // a directory without it holds no progress and is started afresh), a resumed one needs
-// last.safetensors and the same config (only train.threads may differ). The data files are
+// last.safetensors and the same config (config_differences below). The data files are
 // checked before anything is created; then the directory is made, locked (an exclusive flock
 // on RUN_DIR/.lock, which holds the owner's process id: a second `lsf train` on the same
 // directory, new or --resume, is refused naming that process, instead of both writing its
@@ -52,9 +52,9 @@ RunPaths open_free_run_directory(const RunConfig& config, const std::string& bas
 // Whether a running process holds `dir`'s lock (a directory without a lock file is not in use).
 bool run_directory_in_use(const std::string& dir);
 
-// The keys whose values differ between two configs, as "key old → new, ..." (train.threads,
-// train.non_finite and train.memory_limit are ignored: they may change on resume, none changes
-// a run's values unless a fault occurs). Empty when they agree.
+// The keys whose values differ between two configs, as "key old → new, ..." (description,
+// train.threads, train.non_finite and train.memory_limit are ignored: they may change on
+// resume, none changes a run's values unless a fault occurs). Empty when they agree.
 std::string config_differences(const RunConfig& a, const RunConfig& b);
 
 // metrics.jsonl: fresh for a new run; on resume, the entries after the resumed step are dropped

@@ -112,7 +112,8 @@ th{background:#f5f5f5}pre{background:#f7f7f7;padding:8px;font-size:12px;overflow
 
 std::string run_report_html(const std::string& run_dir, const ReportOptions& options, std::vector<std::string>* warnings) {
   const fs::path dir = run_dir;
-  LSF_CHECK(fs::is_directory(dir)) << "report: run directory '" << run_dir << "' does not exist";
+  LSF_CHECK(fs::exists(dir)) << "report: run directory '" << run_dir << "' does not exist";
+  LSF_CHECK(fs::is_directory(dir)) << "report: '" << run_dir << "' is not a directory (give the run directory of lsf train)";
   LSF_CHECK(fs::exists(dir / "config.json")) << "report: '" << run_dir << "' has no config.json (not a run directory of lsf train?)";
   const RunMetrics metrics = read_run_metrics(run_dir);
   const json config = json::parse(read_text(dir / "config.json"), nullptr, /*allow_exceptions=*/false);
