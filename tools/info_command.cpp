@@ -7,6 +7,7 @@
 //     vil_ls_medium_224, 224×224×3 images, 1000 classes
 //       39,799,423 parameters
 //       8.69 GFLOPs per image (forward; one multiply-add = one FLOP, as the papers count)
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -23,7 +24,7 @@ namespace {
 
 const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = {
-      {"--model", "CONFIG", "print the parameters and forward GFLOPs of this run config's model"},
+      {"--model", "CONFIG", "print the parameters and forward GFLOPs of this run config's model (or a checkpoint's: a .safetensors file)"},
       {"--set", "KEY=VALUE", "with --model: override one config key (repeatable)", true},
       {"--threads", "N", "CPU threads"},
   };
@@ -61,7 +62,10 @@ int run_info(const std::vector<std::string>& args) {
     return 0;
   }
   const std::vector<std::string> overrides = parsed.count("--set") ? parsed.at("--set") : std::vector<std::string>{};
-  const train::RunConfig config = train::load_config(config_path, overrides);
+  // A checkpoint names its model by the config stored in it.
+  const bool checkpoint = std::filesystem::path(config_path).extension() == ".safetensors";
+  const train::RunConfig config =
+      checkpoint ? train::checkpoint_config(config_path, overrides) : train::load_config(config_path, overrides);
   const std::unique_ptr<train::Task> task = train::make_task(config);
   // The model is built to be described: refused first if its parameters alone cannot fit (a
   // million layers took minutes to build before failing).

@@ -1,7 +1,7 @@
 # `lsf train` on a tiny generated ListOps run, then `lsf eval` on its best checkpoint for both
 # splits: the accuracies must equal, digit for digit and count for count, those printed at the
 # end of training. The run directory holds tb/'s event file and curves.svg, and `lsf plot` and
-# `lsf report` draw the run. Usage: cmake -DLSF=<lsf> -DCONFIG=<quickstart.json> -DOUT=<dir> -P train_eval.cmake
+# `lsf report` draw the run, and `lsf info --model` describes the checkpoint's model. Usage: cmake -DLSF=<lsf> -DCONFIG=<quickstart.json> -DOUT=<dir> -P train_eval.cmake
 file(REMOVE_RECURSE "${OUT}")
 execute_process(
   COMMAND "${LSF}" train --config "${CONFIG}" --out "${OUT}" --threads 1
@@ -28,6 +28,13 @@ foreach(split dev test)
     message(FATAL_ERROR "lsf eval gives ${CMAKE_MATCH_1} (${CMAKE_MATCH_2}) on ${split}, training printed ${trained}")
   endif()
 endforeach()
+# lsf info --model on the checkpoint describes the model of the config stored in it.
+execute_process(COMMAND "${LSF}" info --model "${OUT}/best.safetensors"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE info_out ERROR_VARIABLE info_err)
+message("${info_out}${info_err}")
+if(NOT rc EQUAL 0 OR NOT info_out MATCHES "LRA listops classifier \\(long_short attention, 2 layers, d 16, 10 classes\\)")
+  message(FATAL_ERROR "lsf info --model on the checkpoint failed (${rc})")
+endif()
 file(GLOB events "${OUT}/tb/events.out.tfevents.*")
 if(NOT events OR NOT EXISTS "${OUT}/curves.svg")
   message(FATAL_ERROR "the run directory lacks tb/events.out.tfevents.* or curves.svg")
