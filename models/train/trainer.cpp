@@ -287,7 +287,7 @@ Run start_run(const RunConfig& config, const TrainOptions& options, ProgressLine
   run.tb->flush();
   std::ostringstream os;
   os << "training " << run.task->describe_data() << ", " << run.model->parameter_count() << " parameters, "
-     << get_num_threads() << " threads" << (dp.active() ? " per rank × " + std::to_string(dp.size()) + " ranks (" + dp.backend() + ")" : "")
+     << get_num_threads() << (get_num_threads() == 1 ? " thread" : " threads") << (dp.active() ? " per rank × " + std::to_string(dp.size()) + " ranks (" + dp.backend() + ")" : "")
      << " → " << run.paths.dir;
   progress.message(os.str());
   return run;
@@ -477,7 +477,7 @@ void report(const Run& run, const TrainSummary& summary, std::ostream& out) {
 
   out << "\n"
       << "Finished " << summary.steps << " steps in " << format_duration(summary.wall_seconds) << " (" << get_num_threads()
-      << " threads)\n"
+      << (get_num_threads() == 1 ? " thread)\n" : " threads)\n")
       << "  dev " << run.task->describe(summary.dev) << "  best checkpoint: step " << summary.best_step << "\n"
       << "  test " << run.task->describe(summary.test) << "\n"
       << "  checkpoint     " << summary.best_checkpoint << "   (resume from " << summary.last_checkpoint << ")\n"
