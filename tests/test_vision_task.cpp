@@ -182,6 +182,7 @@ TEST_CASE("image config errors name their keys", "[configs][vision]") {
   fails({"data.workers=-1"}, "'data.workers' must be in [0, 256]");
   fails({"data.crop_pct=0"}, "'data.crop_pct' must be in (0, 1]");
   fails({"model.name=resnet50"}, "'model.name': image classifier: unknown model 'resnet50'");
+  fails({"model.name=vil:garbage"}, "'model.name': ViL arch \"garbage\"");  // checked with the config
   fails({"model.in_channels=2"}, "'model.in_channels' must be 0 (the data's), 1 or 3");
   fails({"model.drop_path=1"}, "'model.drop_path' must be in [0, 1)");
   fails({"model.kv_stride=2"}, "'model.kv_stride' applies to CvT*-LS (cvt_ls_*) models only");

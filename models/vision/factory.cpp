@@ -60,7 +60,11 @@ ImageSpec default_spec(const std::string& name) {
 }
 
 ClassifierFamily classifier_family(const std::string& name) {
-  if (is_vil_preset(name) || name.rfind("vil:", 0) == 0) return ClassifierFamily::ViL;
+  if (is_vil_preset(name)) return ClassifierFamily::ViL;
+  if (name.rfind("vil:", 0) == 0) {
+    parse_vil_arch(name.substr(4));  // a malformed stage list is an error here, where configs are checked
+    return ClassifierFamily::ViL;
+  }
   if (is_cvt_preset(name)) return ClassifierFamily::CvTLS;
   if (name == "cnn") return ClassifierFamily::Cnn;
   LSF_FAIL() << "image classifier: unknown model '" << name << "' (known:" << known_names() << ")";

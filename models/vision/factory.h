@@ -27,7 +27,7 @@ namespace lsf::vision {
 
 enum class ClassifierFamily { ViL, CvTLS, Cnn };
 // The family a name builds (vil presets and vil:<arch> → ViL, cvt_ls_* → CvTLS, cnn → Cnn);
-// an error listing the known names otherwise.
+// an error listing the known names otherwise, or naming what is wrong in a vil:<arch>.
 ClassifierFamily classifier_family(const std::string& name);
 
 // Options beyond the spec; each one left unset keeps the preset's value (or the family's default).
