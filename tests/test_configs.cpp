@@ -301,6 +301,18 @@ TEST_CASE("schedule.warmup_start_factor and schedule.rebase give ViL's warmup + 
                     Contains("'schedule.rebase' applies to warmup_cosine only") && Contains("\"onecycle\""));
 }
 
+TEST_CASE("an LRA key another task or attention reads is an error when set here", "[configs]") {
+  // kTiny generates listops: Pathfinder's image keys, text's max_length and Linformer's k would be ignored.
+  CHECK_THROWS_WITH(train::parse_config(kTiny, {"data.generate.image_size=64"}),
+                    Contains("'data.generate.image_size' applies to pathfinder only, and 'data.task' is \"listops\""));
+  CHECK_THROWS_WITH(train::parse_config(kTiny, {"data.generate.difficulty=curv_baseline"}), Contains("applies to pathfinder only"));
+  CHECK_THROWS_WITH(train::parse_config(kTiny, {"data.max_length=10"}), Contains("'data.max_length' applies to text and retrieval only"));
+  CHECK_THROWS_WITH(train::parse_config(kTiny, {"model.linformer_k=7"}),
+                    Contains("'model.linformer_k' applies to linformer attention only, and 'model.attention' is \"long_short\""));
+  // Switching a generating config to files keeps its generate.* keys allowed.
+  CHECK_NOTHROW(train::parse_config(kTiny, {"data.generate.enabled=false", "data.path=/somewhere"}));
+}
+
 TEST_CASE("a schedule key the chosen schedule does not read is an error, and min_lr is a floor below lr", "[configs]") {
   // Each would be ignored: refused naming the key, the schedules that read it, and the one chosen.
   CHECK_THROWS_WITH(train::parse_config(kTiny, {"schedule.min_lr=1e-5"}),

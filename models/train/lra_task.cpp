@@ -169,6 +169,34 @@ void validate_lra(const std::string& source, const RunConfig& c) {
         << (c.task == "lra_image" ? ", or set data.source=fashion_mnist for the offline stand-in"
                                   : ", or set 'data.generate.enabled' to generate it in memory");
   }
+  // Keys another task (or another attention) reads, set away from their defaults here, would
+  // be ignored: an error naming who reads them. (A stored config holds every key at its default;
+  // the generate.* keys of a run that reads files instead stay allowed, so that
+  // --set data.generate.enabled=false switches a generating config to files.)
+  {
+    const GenerateConfig g0;
+    const std::string& t = c.task;
+    struct Reader {
+      const char* key;
+      bool differs, read;
+      const char* readers;
+    };
+    const Reader readers[] = {
+        {"data.generate.image_size", d.generate.image_size != g0.image_size, t == "pathfinder", "pathfinder only"},
+        {"data.generate.difficulty", d.generate.difficulty != g0.difficulty, t == "pathfinder", "pathfinder only"},
+        {"data.generate.max_depth", d.generate.max_depth != g0.max_depth, t == "listops", "listops only"},
+        {"data.generate.max_args", d.generate.max_args != g0.max_args, t == "listops", "listops only"},
+        {"data.generate.min_length", d.generate.min_length != g0.min_length, t != "pathfinder", "listops, text and retrieval"},
+        {"data.generate.max_length", d.generate.max_length != g0.max_length, t != "pathfinder", "listops, text and retrieval"},
+        {"data.max_length", d.max_length != LraDataConfig{}.max_length, t == "text" || t == "retrieval", "text and retrieval only"},
+    };
+    for (const Reader& r : readers)
+      LSF_CHECK(r.read || !r.differs) << source << ": '" << r.key << "' applies to " << r.readers << ", and 'data.task' is \""
+                                      << t << "\": it would be ignored";
+    LSF_CHECK(s.model.linformer_k == ModelConfig{}.linformer_k || s.model.attention == lra::AttentionKind::Linformer)
+        << source << ": 'model.linformer_k' applies to linformer attention only, and 'model.attention' is \""
+        << lra::to_string(s.model.attention) << "\": it would be ignored";
+  }
   at_least(source, "data.max_length", double(d.max_length), 1);
   at_least(source, "data.seq_len", double(d.seq_len), 0);
   at_least(source, "data.pad_multiple", double(d.pad_multiple), 0);
