@@ -4,6 +4,7 @@
 //
 //   lsf data pathfinder --size 32 --difficulty 14 --count 20000 --seed 0 --out pathfinder32/curv_contour_length_14
 //   lsf data pathfinder --size 32 --difficulty 14 --count 1 --sheet docs/images/pathfinder32_hard.png
+#include <filesystem>
 #include <iostream>
 
 #include "cli.h"
@@ -45,6 +46,8 @@ int run_data_pathfinder(const std::vector<std::string>& args) {
   ParsedFlags parsed = parse_flags(args, pathfinder_flags());
   const std::string out = flag_value(parsed, "--out"), sheet = flag_value(parsed, "--sheet");
   if (out.empty() && sheet.empty()) throw UsageError("--out (or --sheet) is required");
+  if (!sheet.empty() && std::filesystem::path(sheet).extension() != ".png")
+    throw UsageError("--sheet writes a PNG: name it *.png, got '" + sheet + "'");
   data::PathfinderOptions options;
   options.size = parse_int("--size", flag_value(parsed, "--size", "32"), 32, 128);
   if (options.size != 32 && options.size != 64 && options.size != 128)
