@@ -80,11 +80,11 @@ const std::vector<Flag>& flags() {
     std::vector<Flag> t = lsf::bench::common_flags<Options>("only cases whose name contains TEXT (e.g. lra, scale/full, d64h2/n4096)");
     std::vector<Flag> own = {
         {"--sample-time", "SECONDS", "sampling time per measurement (default 1.0)",
-         [](Options& o, const std::string& v) { o.sample_s = std::stod(v); }},
+         [](Options& o, const std::string& v) { o.sample_s = lsf::bench::number_at_least(v, 0); }},
         {"--budget", "SECONDS", "skip a case predicted to take longer than this (default 60)",
-         [](Options& o, const std::string& v) { o.budget_s = std::stod(v); }},
+         [](Options& o, const std::string& v) { o.budget_s = lsf::bench::number_at_least(v, 0); }},
         {"--max-bytes", "BYTES", "skip full attention when its n×n logits exceed this (default 8 GiB = 8589934592)",
-         [](Options& o, const std::string& v) { o.max_bytes = std::stod(v); }},
+         [](Options& o, const std::string& v) { o.max_bytes = lsf::bench::number_at_least(v, 0); }},
         {"--min-n", "N", "smallest n of the scaling cases (default 1024)",
          [](Options& o, const std::string& v) { o.min_n = std::stoll(v); }},
         {"--max-n", "N", "largest n of the scaling cases (default 65536)",

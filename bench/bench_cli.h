@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,21 @@ struct Flag {
 // The flags every benchmark has. Options needs the members threads, filter, warmup,
 // min_samples, max_samples, min_sample_ms, cpu_clock and list; the help texts show the
 // defaults of a default-constructed Options.
+// std::stoi / std::stod of a whole value of at least `low`; anything else throws, which
+// run_main reports as a bad value (std::stoi took "5x", and negative counts were run as given).
+inline int int_at_least(const std::string& v, int low) {
+  size_t used = 0;
+  const int x = std::stoi(v, &used);
+  if (used != v.size() || x < low) throw std::invalid_argument(v);
+  return x;
+}
+inline double number_at_least(const std::string& v, double low) {
+  size_t used = 0;
+  const double x = std::stod(v, &used);
+  if (used != v.size() || !(x >= low)) throw std::invalid_argument(v);
+  return x;
+}
+
 template <typename Options>
 std::vector<Flag<Options>> common_flags(const char* filter_help) {
   const Options d{};
@@ -35,18 +51,18 @@ std::vector<Flag<Options>> common_flags(const char* filter_help) {
     return s;
   };
   return {
-      {"--threads", "N", "threads for lsformer's loops and OpenBLAS (default: all processors)",
-       [](Options& o, const std::string& v) { o.threads = std::stoi(v); }},
+      {"--threads", "N", "threads for lsformer's loops and OpenBLAS (default or 0: all processors)",
+       [](Options& o, const std::string& v) { o.threads = int_at_least(v, 0); }},
       {"--filter", "TEXT", filter_help, [](Options& o, const std::string& v) { o.filter = v; }},
       {"--warmup", "N", ("warm-up calls before calibration (default " + std::to_string(d.warmup) + ")"),
-       [](Options& o, const std::string& v) { o.warmup = std::stoi(v); }},
+       [](Options& o, const std::string& v) { o.warmup = int_at_least(v, 0); }},
       {"--min-samples", "N", ("at least N samples (default " + std::to_string(d.min_samples) + ")"),
-       [](Options& o, const std::string& v) { o.min_samples = std::stoi(v); }},
+       [](Options& o, const std::string& v) { o.min_samples = int_at_least(v, 1); }},
       {"--max-samples", "N", ("at most N samples (default " + std::to_string(d.max_samples) + ")"),
-       [](Options& o, const std::string& v) { o.max_samples = std::stoi(v); }},
+       [](Options& o, const std::string& v) { o.max_samples = int_at_least(v, 1); }},
       {"--min-sample-ms", "MS",
        ("repeat fast calls so one sample lasts at least MS (default " + number(d.min_sample_ms) + ")"),
-       [](Options& o, const std::string& v) { o.min_sample_ms = std::stod(v); }},
+       [](Options& o, const std::string& v) { o.min_sample_ms = number_at_least(v, 0); }},
       {"--clock", "wall|cpu",
        "wall: steady_clock (default); cpu: process CPU time, robust to other load with --threads 1",
        [](Options& o, const std::string& v) {
@@ -99,6 +115,10 @@ int run_main(int argc, char** argv, const char* program, const std::string& syno
       std::cerr << program << ": bad value '" << value << "' for " << flag->name << "\n";
       return 2;
     }
+  }
+  if (opt.min_samples > opt.max_samples) {
+    std::cerr << program << ": --min-samples " << opt.min_samples << " exceeds --max-samples " << opt.max_samples << "\n";
+    return 2;
   }
   try {
     return run(opt);

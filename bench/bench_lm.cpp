@@ -85,11 +85,11 @@ const std::vector<Flag>& flags() {
         lsf::bench::common_flags<Options>("only cases whose name contains TEXT (e.g. train/small, generate)");
     std::vector<Flag> own = {
         {"--sample-time", "SECONDS", "sampling time per measurement (default 10)",
-         [](Options& o, const std::string& v) { o.sample_s = std::stod(v); }},
+         [](Options& o, const std::string& v) { o.sample_s = lsf::bench::number_at_least(v, 0); }},
         {"--dump", "DIR", "write each selected train case's weights, batch, memory, loss and gradients to DIR/<config>",
          [](Options& o, const std::string& v) { o.dump = v; }},
-        {"--gen-tokens", "N", "generated tokens per generation sample (default: the block length M)",
-         [](Options& o, const std::string& v) { o.gen_tokens = std::stoll(v); }},
+        {"--gen-tokens", "N", "generated tokens per generation sample (default or 0: the block length M)",
+         [](Options& o, const std::string& v) { o.gen_tokens = lsf::bench::int_at_least(v, 0); }},
         {"--prompts", "LIST", "prompt lengths of the generation cases (default 256,1024,4096,16384)",
          [](Options& o, const std::string& v) { o.prompts = v; }},
     };

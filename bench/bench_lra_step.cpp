@@ -90,7 +90,7 @@ const std::vector<Flag>& flags() {
     std::vector<Flag> t = lsf::bench::common_flags<Options>("only cases whose name contains TEXT (train/listops)");
     std::vector<Flag> own = {
         {"--sample-time", "SECONDS", "sampling time per measurement (default 10)",
-         [](Options& o, const std::string& v) { o.sample_s = std::stod(v); }},
+         [](Options& o, const std::string& v) { o.sample_s = lsf::bench::number_at_least(v, 0); }},
         {"--dump", "DIR",
          "write the initial weights, the batches, and one step's loss, gradients and updated parameters to DIR "
          "(no timing)",

@@ -82,7 +82,7 @@ const std::vector<Flag>& flags() {
         {"--json", nullptr, "one JSON object per line instead of a table",
          [](Options& o, const std::string&) { o.json = true; }},
         {"--budget", "SECONDS", "sampling time per measurement (default 1.0)",
-         [](Options& o, const std::string& v) { o.budget_s = std::stod(v); }},
+         [](Options& o, const std::string& v) { o.budget_s = lsf::bench::number_at_least(v, 0); }},
         {"--no-sgemm", nullptr, "skip the raw cblas_sgemm reference timings",
          [](Options& o, const std::string&) { o.no_sgemm = true; }},
     };

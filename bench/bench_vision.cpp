@@ -81,7 +81,7 @@ const std::vector<Flag>& flags() {
     std::vector<Flag> t = lsf::bench::common_flags<Options>("only cases whose name contains TEXT (cnn, vil, cvt)");
     std::vector<Flag> own = {
         {"--sample-time", "SECONDS", "sampling time per case (default 5.0)",
-         [](Options& o, const std::string& v) { o.sample_s = std::stod(v); }},
+         [](Options& o, const std::string& v) { o.sample_s = lsf::bench::number_at_least(v, 0); }},
         {"--batch", "B", "batch size of every case (default: the case's, 64)",
          [](Options& o, const std::string& v) { o.batch = std::stoll(v); }},
         {"--dump", "DIR", "write each selected case's weights, inputs, logits, loss and gradients to DIR",
