@@ -194,8 +194,9 @@ class LmTask final : public Task {
   // Parameters from the shapes (lm_model.h: tied token table, per layer Q/K/V/O, FFN, norms and
   // the long-short projections dconv_1, r_net, r_net_chunk), activations of one training block
   // (B × M queries, each seeing w window keys plus r per chunk of the block and memory, or
-  // every key with full attention; evaluating: below), every layer's memory [B, C, d], and the corpus: its file
-  // size, × 4 when compressed (.zip / .gz / .dz), held twice while the splits are cut.
+  // every key with full attention) and every layer's memory [B, C, d] (evaluating: below), and
+  // the corpus: its file size, × 4 when compressed (.zip / .gz / .dz), held twice while the
+  // splits are cut.
   MemoryEstimate estimate_memory(MemoryUse use) const override {
     const lm::LmModelOptions& o = options_;
     const double d = double(o.dim), heads = double(o.heads), layers = double(o.layers);
