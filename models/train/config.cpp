@@ -20,6 +20,7 @@
 
 #include "lsformer/engine/error.h"
 #include "lsformer/engine/file_read.h"
+#include "lsformer/models/train/config_checks.h"
 #include "lsformer/models/train/task.h"
 
 namespace lsf::train {
@@ -323,13 +324,6 @@ std::string requested_task(const std::string& source, const json& user, const st
 
 // ---- validation of the common sections, each check naming its key ----
 
-void at_least(const std::string& source, const char* key, double value, double low) {
-  LSF_CHECK(value >= low) << source << ": '" << key << "' must be ≥ " << low << ", got " << value;
-}
-void in_unit(const std::string& source, const char* key, double value) {
-  LSF_CHECK(value >= 0.0 && value < 1.0) << source << ": '" << key << "' must be in [0, 1), got " << value;
-}
-
 void validate_common(const std::string& source, const RunConfig& c) {
   const OptimizerConfig& o = c.optimizer;
   LSF_CHECK(o.lr > 0) << source << ": 'optimizer.lr' must be > 0, got " << o.lr;
@@ -353,37 +347,27 @@ void validate_common(const std::string& source, const RunConfig& c) {
   at_least(source, "schedule.min_lr", s.min_lr, 0);
   LSF_CHECK(s.warmup_start_factor >= 0.0 && s.warmup_start_factor <= 1.0)
       << source << ": 'schedule.warmup_start_factor' must be in [0, 1], got " << s.warmup_start_factor;
-  // A key the chosen schedule does not read is an error when it differs from the task's default
-  // (a stored config holds every key at its default; a user's value there would be ignored).
+  // Keys the chosen schedule does not read (config_checks.h check_key_read).
   {
     using K = ScheduleKind;
     const ScheduleConfig defaults = default_config(c.task).schedule;
-    struct Applies {
-      const char* key;
-      bool differs;
-      std::vector<K> kinds;
-      const char* readers;
+    const std::string name = enum_name(s.name, kScheduleNames);
+    auto check = [&](const char* key, bool differs, bool read, const char* readers) {
+      check_key_read(source, std::string("schedule.") + key, differs, read, readers, "schedule.name", name);
     };
-    const Applies keys[] = {
-        {"warmup_steps", s.warmup_steps != defaults.warmup_steps && s.warmup_steps != 0,  // 0: no warmup, as constant's
-         {K::OneCycle, K::WarmupCosine, K::WarmupConstant, K::Linear},
-         "every schedule but constant (warmup_constant: a warmup, then constant)"},
-        {"anneal", s.anneal != defaults.anneal, {K::OneCycle}, "onecycle only"},
-        {"cycle_momentum", s.cycle_momentum != defaults.cycle_momentum, {K::OneCycle}, "onecycle only"},
-        {"base_momentum", s.base_momentum != defaults.base_momentum, {K::OneCycle}, "onecycle only"},
-        {"max_momentum", s.max_momentum != defaults.max_momentum, {K::OneCycle}, "onecycle only"},
-        {"div_factor", s.div_factor != defaults.div_factor, {K::OneCycle}, "onecycle only"},
-        {"final_div_factor", s.final_div_factor != defaults.final_div_factor, {K::OneCycle}, "onecycle only"},
-        {"min_lr", s.min_lr != defaults.min_lr, {K::WarmupCosine, K::Linear}, "warmup_cosine and linear only"},
-        {"warmup_start_factor", s.warmup_start_factor != defaults.warmup_start_factor, {K::WarmupCosine}, "warmup_cosine only"},
-        {"rebase", s.rebase != defaults.rebase, {K::WarmupCosine}, "warmup_cosine only"},
-    };
-    for (const Applies& a : keys) {
-      const bool read = std::find(a.kinds.begin(), a.kinds.end(), s.name) != a.kinds.end();
-      LSF_CHECK(read || !a.differs) << source << ": 'schedule." << a.key << "' applies to " << a.readers
-                                    << ", and 'schedule.name' is \"" << enum_name(s.name, kScheduleNames)
-                                    << "\": it would be ignored";
-    }
+    const bool onecycle = s.name == K::OneCycle, cosine = s.name == K::WarmupCosine;
+    // 0 is no warmup, what constant does.
+    check("warmup_steps", s.warmup_steps != defaults.warmup_steps && s.warmup_steps != 0, s.name != K::Constant,
+          "every schedule but constant (warmup_constant: a warmup, then constant)");
+    check("anneal", s.anneal != defaults.anneal, onecycle, "onecycle only");
+    check("cycle_momentum", s.cycle_momentum != defaults.cycle_momentum, onecycle, "onecycle only");
+    check("base_momentum", s.base_momentum != defaults.base_momentum, onecycle, "onecycle only");
+    check("max_momentum", s.max_momentum != defaults.max_momentum, onecycle, "onecycle only");
+    check("div_factor", s.div_factor != defaults.div_factor, onecycle, "onecycle only");
+    check("final_div_factor", s.final_div_factor != defaults.final_div_factor, onecycle, "onecycle only");
+    check("min_lr", s.min_lr != defaults.min_lr, cosine || s.name == K::Linear, "warmup_cosine and linear only");
+    check("warmup_start_factor", s.warmup_start_factor != defaults.warmup_start_factor, cosine, "warmup_cosine only");
+    check("rebase", s.rebase != defaults.rebase, cosine, "warmup_cosine only");
   }
   if (s.name == ScheduleKind::WarmupCosine || s.name == ScheduleKind::Linear) {
     LSF_CHECK(s.min_lr <= o.lr) << source << ": 'schedule.min_lr' (" << s.min_lr << "), the floor the schedule decays to, "

@@ -21,6 +21,7 @@
 #include "lsformer/models/lm/memory.h"
 #include "lsformer/models/nn/capture.h"
 #include "lsformer/models/nn/init.h"
+#include "lsformer/models/train/config_checks.h"
 #include "lsformer/ops/factory.h"
 #include "lsformer/ops/loss.h"
 
@@ -53,13 +54,6 @@ data::LmSplit split_of(const std::string& split) {
 }
 
 // ---- the config sections ----
-
-void at_least(const std::string& source, const char* key, double value, double low) {
-  LSF_CHECK(value >= low) << source << ": '" << key << "' must be ≥ " << low << ", got " << value;
-}
-void in_unit(const std::string& source, const char* key, double value) {
-  LSF_CHECK(value >= 0.0 && value < 1.0) << source << ": '" << key << "' must be in [0, 1), got " << value;
-}
 
 // Every constraint of lm::validate, each naming its dotted key (lm::validate runs last as a
 // backstop and names the option).

@@ -20,6 +20,7 @@
 #include "lsformer/engine/error.h"
 #include "lsformer/engine/profiler.h"
 #include "lsformer/models/nn/init.h"
+#include "lsformer/models/train/config_checks.h"
 #include "lsformer/ops/factory.h"
 #include "lsformer/ops/flops.h"
 #include "lsformer/ops/loss.h"
@@ -128,13 +129,6 @@ int64_t count_correct(const Tensor& logits, const Tensor& labels) {
 
 // ---- the config sections ----
 
-void at_least(const std::string& source, const char* key, double value, double low) {
-  LSF_CHECK(value >= low) << source << ": '" << key << "' must be ≥ " << low << ", got " << value;
-}
-void in_unit(const std::string& source, const char* key, double value) {
-  LSF_CHECK(value >= 0.0 && value < 1.0) << source << ": '" << key << "' must be in [0, 1), got " << value;
-}
-
 void validate_lra(const std::string& source, const RunConfig& c) {
   const LraSections& s = lra_sections(c);
   const LraDataConfig& d = s.data;
@@ -169,33 +163,25 @@ void validate_lra(const std::string& source, const RunConfig& c) {
         << (c.task == "lra_image" ? ", or set data.source=fashion_mnist for the offline stand-in"
                                   : ", or set 'data.generate.enabled' to generate it in memory");
   }
-  // Keys another task (or another attention) reads, set away from their defaults here, would
-  // be ignored: an error naming who reads them. (A stored config holds every key at its default;
-  // the generate.* keys of a run that reads files instead stay allowed, so that
-  // --set data.generate.enabled=false switches a generating config to files.)
+  // Keys another task (or another attention) reads (config_checks.h check_key_read). The
+  // generate.* keys of a run that reads files stay allowed, so that
+  // --set data.generate.enabled=false switches a generating config to files.
   {
     const GenerateConfig g0;
     const std::string& t = c.task;
-    struct Reader {
-      const char* key;
-      bool differs, read;
-      const char* readers;
+    auto check = [&](const char* key, bool differs, bool read, const char* readers) {
+      check_key_read(source, key, differs, read, readers, "data.task", t);
     };
-    const Reader readers[] = {
-        {"data.generate.image_size", d.generate.image_size != g0.image_size, t == "pathfinder", "pathfinder only"},
-        {"data.generate.difficulty", d.generate.difficulty != g0.difficulty, t == "pathfinder", "pathfinder only"},
-        {"data.generate.max_depth", d.generate.max_depth != g0.max_depth, t == "listops", "listops only"},
-        {"data.generate.max_args", d.generate.max_args != g0.max_args, t == "listops", "listops only"},
-        {"data.generate.min_length", d.generate.min_length != g0.min_length, t != "pathfinder", "listops, text and retrieval"},
-        {"data.generate.max_length", d.generate.max_length != g0.max_length, t != "pathfinder", "listops, text and retrieval"},
-        {"data.max_length", d.max_length != LraDataConfig{}.max_length, t == "text" || t == "retrieval", "text and retrieval only"},
-    };
-    for (const Reader& r : readers)
-      LSF_CHECK(r.read || !r.differs) << source << ": '" << r.key << "' applies to " << r.readers << ", and 'data.task' is \""
-                                      << t << "\": it would be ignored";
-    LSF_CHECK(s.model.linformer_k == ModelConfig{}.linformer_k || s.model.attention == lra::AttentionKind::Linformer)
-        << source << ": 'model.linformer_k' applies to linformer attention only, and 'model.attention' is \""
-        << lra::to_string(s.model.attention) << "\": it would be ignored";
+    check("data.generate.image_size", d.generate.image_size != g0.image_size, t == "pathfinder", "pathfinder only");
+    check("data.generate.difficulty", d.generate.difficulty != g0.difficulty, t == "pathfinder", "pathfinder only");
+    check("data.generate.max_depth", d.generate.max_depth != g0.max_depth, t == "listops", "listops only");
+    check("data.generate.max_args", d.generate.max_args != g0.max_args, t == "listops", "listops only");
+    check("data.generate.min_length", d.generate.min_length != g0.min_length, t != "pathfinder", "listops, text and retrieval");
+    check("data.generate.max_length", d.generate.max_length != g0.max_length, t != "pathfinder", "listops, text and retrieval");
+    check("data.max_length", d.max_length != LraDataConfig{}.max_length, t == "text" || t == "retrieval", "text and retrieval only");
+    check_key_read(source, "model.linformer_k", s.model.linformer_k != ModelConfig{}.linformer_k,
+                   s.model.attention == lra::AttentionKind::Linformer, "linformer attention only", "model.attention",
+                   lra::to_string(s.model.attention));
   }
   at_least(source, "data.max_length", double(d.max_length), 1);
   at_least(source, "data.seq_len", double(d.seq_len), 0);

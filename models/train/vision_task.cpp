@@ -17,6 +17,7 @@
 #include "lsformer/engine/error.h"
 #include "lsformer/engine/profiler.h"
 #include "lsformer/models/nn/init.h"
+#include "lsformer/models/train/config_checks.h"
 #include "lsformer/ops/loss.h"
 #include "lsformer/ops/soft_cross_entropy.h"
 #include "lsformer/ops/softmax.h"
@@ -130,14 +131,8 @@ std::map<std::string, std::shared_ptr<const data::ImageDataset>> load_splits(con
 
 // ---- validation ----
 
-void at_least(const std::string& source, const char* key, double value, double low) {
-  LSF_CHECK(value >= low) << source << ": '" << key << "' must be ≥ " << low << ", got " << value;
-}
 void probability(const std::string& source, const char* key, double value) {
   LSF_CHECK(value >= 0.0 && value <= 1.0) << source << ": '" << key << "' must be in [0, 1], got " << value;
-}
-void in_unit(const std::string& source, const char* key, double value) {
-  LSF_CHECK(value >= 0.0 && value < 1.0) << source << ": '" << key << "' must be in [0, 1), got " << value;
 }
 
 void validate_vision(const std::string& source, const RunConfig& c) {
