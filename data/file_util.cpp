@@ -7,23 +7,15 @@
 #include <system_error>
 
 #include "lsformer/engine/error.h"
+#include "lsformer/engine/file_read.h"
 
 namespace lsf::data {
 
 void check_regular_file(const std::string& path, const char* who) {
-  namespace fs = std::filesystem;
   std::error_code ec;
-  const fs::file_status status = fs::status(path, ec);
-  LSF_CHECK(fs::exists(status)) << who << ": file '" << path << "' does not exist";
-  LSF_CHECK(!fs::is_directory(status)) << who << ": '" << path << "' is a directory, expected a file";
-  const fs::file_type type = status.type();
-  const char* kind = type == fs::file_type::fifo        ? "a FIFO (named pipe)"
-                     : type == fs::file_type::character ? "a character device"
-                     : type == fs::file_type::block     ? "a block device"
-                     : type == fs::file_type::socket    ? "a socket"
-                                                        : "not a regular file";
-  LSF_CHECK(fs::is_regular_file(status)) << who << ": '" << path << "' is " << kind
-                                          << ", expected a regular file (its size must be known; save a stream to a file first)";
+  LSF_CHECK(std::filesystem::exists(path, ec)) << who << ": file '" << path << "' does not exist";
+  LSF_CHECK(!std::filesystem::is_directory(path, ec)) << who << ": '" << path << "' is a directory, expected a file";
+  RegularFile(path, std::string(who) + ":");  // opens without blocking; names a FIFO, device or socket
 }
 
 std::ifstream open_input(const std::string& path, const char* who) {

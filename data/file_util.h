@@ -14,8 +14,8 @@
 namespace lsf::data {
 
 // Throws naming `who` and the path unless `path` exists and is a regular file (after symlinks):
-// a directory, a FIFO (opening one blocks until a writer comes), a device or a socket is refused
-// before it is opened.
+// a directory, a FIFO (a plain open blocks until a writer comes), a device or a socket is
+// refused (engine/file_read.h RegularFile, which opens without blocking).
 void check_regular_file(const std::string& path, const char* who);
 
 // Opens `path` (checked by check_regular_file) for binary reading; throws naming `who` and the

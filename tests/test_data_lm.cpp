@@ -235,7 +235,7 @@ TEST_CASE("lm corpus: fractional splits, split directories and text sources", "[
   CHECK(read_text_source(dir + "/doc_zip", "t") == text);
   // A FIFO is refused before it is opened (opening one waits for a writer: lsf data text hung).
   REQUIRE(::mkfifo((dir + "/fifo").c_str(), 0600) == 0);
-  CHECK_THROWS_WITH(read_text_source(dir + "/fifo", "t"), Catch::Contains("fifo' is a FIFO (named pipe), expected a regular file"));
+  CHECK_THROWS_WITH(read_text_source(dir + "/fifo", "t"), Catch::Contains("fifo': it is a FIFO (named pipe), not a regular file"));
   write_zip(dir + "/two.zip", {{"a.txt", text}, {"b.txt", text}}, "test");
   CHECK_THROWS_WITH(read_text_source(dir + "/two.zip", "t"),
                     Catch::Contains("two.zip' holds 2 entries") && Catch::Contains("'a.txt', 'b.txt'"));
