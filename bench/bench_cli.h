@@ -23,9 +23,6 @@ struct Flag {
   std::function<void(Options&, const std::string&)> set;
 };
 
-// The flags every benchmark has. Options needs the members threads, filter, warmup,
-// min_samples, max_samples, min_sample_ms, cpu_clock and list; the help texts show the
-// defaults of a default-constructed Options.
 // std::stoi / std::stod of a whole value of at least `low`; anything else throws, which
 // run_main reports as a bad value (std::stoi took "5x", and negative counts were run as given).
 inline int int_at_least(const std::string& v, int low) {
@@ -41,6 +38,9 @@ inline double number_at_least(const std::string& v, double low) {
   return x;
 }
 
+// The flags every benchmark has. Options needs the members threads, filter, warmup,
+// min_samples, max_samples, min_sample_ms, cpu_clock and list; the help texts show the
+// defaults of a default-constructed Options.
 template <typename Options>
 std::vector<Flag<Options>> common_flags(const char* filter_help) {
   const Options d{};

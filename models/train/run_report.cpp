@@ -51,9 +51,9 @@ std::string metric_cell(const std::string& key, const json& v) {
   return buf;
 }
 
-// summary.json as two tables: the dev and test numbers side by side, then the run's facts.
-// The summary; the best checkpoint and the re-check command named through `dir` (as the user
-// gave it to lsf report), not summary.json's paths, which are relative to where lsf train ran.
+// summary.json as two tables: the dev and test numbers side by side, then the run's facts, the
+// best checkpoint and the re-check command named through `dir` (as the user gave it to lsf
+// report), not through summary.json's paths, which are relative to where lsf train ran.
 std::string summary_section(const json& s, const fs::path& dir) {
   std::string html = "<h2>Summary</h2>\n<table>\n<tr><th>metric</th><th>dev</th><th>test</th></tr>\n";
   const json dev = s.value("dev", json::object()), test = s.value("test", json::object());

@@ -106,6 +106,12 @@ class StopSignals {
   struct sigaction old_int_ {}, old_term_ {};
 };
 
+// "1 thread", "2 threads": the count the CPU work runs with.
+std::string threads_text() {
+  const int n = get_num_threads();
+  return std::to_string(n) + (n == 1 ? " thread" : " threads");
+}
+
 json eval_json(const EvalResult& r) {
   json j = {{"split", r.split}, {"step", r.step}, {"loss", r.loss}};
   for (const Metric& m : r.metrics) j[m.name] = m.kind == Metric::Kind::Count ? json(int64_t(m.value)) : json(m.value);
@@ -287,7 +293,7 @@ Run start_run(const RunConfig& config, const TrainOptions& options, ProgressLine
   run.tb->flush();
   std::ostringstream os;
   os << "training " << run.task->describe_data() << ", " << run.model->parameter_count() << " parameters, "
-     << get_num_threads() << (get_num_threads() == 1 ? " thread" : " threads") << (dp.active() ? " per rank × " + std::to_string(dp.size()) + " ranks (" + dp.backend() + ")" : "")
+     << threads_text() << (dp.active() ? " per rank × " + std::to_string(dp.size()) + " ranks (" + dp.backend() + ")" : "")
      << " → " << run.paths.dir;
   progress.message(os.str());
   return run;
@@ -476,8 +482,7 @@ void report(const Run& run, const TrainSummary& summary, std::ostream& out) {
   write_file_atomically(summary.summary_path, s.dump(2) + "\n");
 
   out << "\n"
-      << "Finished " << summary.steps << " steps in " << format_duration(summary.wall_seconds) << " (" << get_num_threads()
-      << (get_num_threads() == 1 ? " thread)\n" : " threads)\n")
+      << "Finished " << summary.steps << " steps in " << format_duration(summary.wall_seconds) << " (" << threads_text() << ")\n"
       << "  dev " << run.task->describe(summary.dev) << "  best checkpoint: step " << summary.best_step << "\n"
       << "  test " << run.task->describe(summary.test) << "\n"
       << "  checkpoint     " << summary.best_checkpoint << "   (resume from " << summary.last_checkpoint << ")\n"
