@@ -53,7 +53,7 @@
 
 #include "bench_cli.h"
 #include "bench_timing.h"
-#include "machine_probe.h"
+#include "lsformer/engine/machine_limits.h"
 
 namespace {
 
@@ -337,7 +337,7 @@ int run(const Options& opt) {
   std::printf("{\"meta\": {\"impl\": \"lsformer\", \"version\": \"%s\", \"threads\": %d, \"build_info\": \"%s\", "
               "\"machine\": %s}}\n",
               lsf::version().c_str(), lsf::get_num_threads(), lsf::bench::json_escape(lsf::build_info()).c_str(),
-              lsf::bench::machine_limits_json(lsf::bench::measure_machine_limits()).c_str());
+              lsf::machine_limits_json(lsf::measure_machine_limits()).c_str());
   std::fflush(stdout);
   if (!opt.filter.empty() && std::string("train/listops").find(opt.filter) == std::string::npos) return 0;
   if (!opt.dump.empty()) dump_case(opt);

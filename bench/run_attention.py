@@ -13,7 +13,7 @@ Builds nothing. Two parts:
      The same rounds also time lsformer on 1 thread (thread scaling, target >= 1.8x from 1 to 2
      threads), and the section states the layer's GFLOP/s (work counted by bench_attention from
      the shapes) beside the machine's sgemm rate and memory bandwidth, which bench_attention
-     measures before its cases (bench/machine_probe.h).
+     measures before its cases (engine/machine_limits.h).
   2. Scaling: bench_attention times forward + backward and the peak memory of one
      layer for n = 1K ... --max-n (long-short w8-r32 and w128-r32, full attention; d 64 / 2 heads
      and d 512 / 8 heads; batch 1) and reports time(2n) / time(n) from n = 4K. Target for
@@ -114,7 +114,7 @@ def lra_part(args, env, common, dump_dir):
             f"median ({best_rate:.0f} on the fastest sample; target ≥ 150)"
             + (f", against this machine's measured cblas_sgemm {m['sgemm_size']}³ rate of {m['sgemm_gflops']:.0f} "
                f"GFLOP/s and STREAM-triad bandwidth of {m['triad_gbs']:.1f} GB/s ({m['threads']} threads, measured by "
-               f"the same lsformer process before the case; `bench/machine_probe.h`): {100 * rate / m['sgemm_gflops']:.0f}% "
+               f"the same lsformer process before the case; `engine/machine_limits.h`): {100 * rate / m['sgemm_gflops']:.0f}% "
                f"of sgemm" if m else "") + ".")
         rate_lines.append("")
     if "lsformer_1t" in times:

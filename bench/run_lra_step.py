@@ -174,7 +174,7 @@ def main():
             "; PyTorch " + ", ".join(fmt_ms(r["median_ms"]) for r in rows["pytorch"]) + ".", ""]
     machine = (metas.get("lsformer") or {}).get("machine")
     if machine:
-        body += [f"Machine limits, measured by the lsformer process before its steps (`bench/machine_probe.h`, "
+        body += [f"Machine limits, measured by the lsformer process before its steps (`engine/machine_limits.h`, "
                  f"{machine['threads']} threads): cblas_sgemm {machine['sgemm_size']}³ {machine['sgemm_gflops']:.0f} "
                  f"GFLOP/s, STREAM triad {machine['triad_gbs']:.1f} GB/s.", ""]
     if "lsformer_1t" in med:

@@ -48,6 +48,15 @@ int64_t parse_int(const std::string& flag, const std::string& value, int64_t low
   return n;
 }
 
+std::string grouped(int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -n : n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return (n < 0 ? "-" : "") + out;
+}
+
 namespace {
 std::string& program() {
   static std::string name = "lsf";

@@ -35,6 +35,9 @@ std::string flag_value(const ParsedFlags& flags, const std::string& name, const 
 // An integer flag value in [low, high], or a UsageError naming the flag.
 int64_t parse_int(const std::string& flag, const std::string& value, int64_t low, int64_t high);
 
+// 39799423 → "39,799,423" (parameter counts).
+std::string grouped(int64_t n);
+
 // argv[0], for commands that print a command line to run next.
 const std::string& program_name();
 void set_program_name(const std::string& name);
@@ -50,6 +53,8 @@ int run_data_pathfinder(const std::vector<std::string>& args);  // lsf data path
 void data_pathfinder_usage(std::ostream& os);
 int run_generate(const std::vector<std::string>& args);
 void generate_usage(std::ostream& os);
+int run_bench(const std::vector<std::string>& args);
+void bench_usage(std::ostream& os);
 int run_info(const std::vector<std::string>& args);
 void info_usage(std::ostream& os);
 int run_plot(const std::vector<std::string>& args);

@@ -31,16 +31,6 @@ const std::vector<Flag>& flags() {
   return table;
 }
 
-// 39799423 → "39,799,423".
-std::string grouped(int64_t n) {
-  std::string digits = std::to_string(n < 0 ? -n : n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return (n < 0 ? "-" : "") + out;
-}
-
 }  // namespace
 
 void info_usage(std::ostream& os) {

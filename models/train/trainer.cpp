@@ -319,27 +319,6 @@ void save_last(const Run& run, const LogWindow& window, double last_logged_loss,
   save_checkpoint(run.paths.last, *run.model, run.optimizer.get(), info);
 }
 
-// The first parameter (state_dict name) whose gradient holds a NaN or an infinity; empty when
-// all are finite. One reduction over all gradients (x·0 is 0 for finite x, NaN otherwise), and a
-// search parameter by parameter only when it finds something.
-std::string first_non_finite_gradient(const nn::Module& model) {
-  NoGradGuard no_grad;
-  const NamedTensors params = model.named_parameters();
-  Tensor probe;
-  for (const auto& [name, p] : params) {
-    const Tensor g = p.grad();
-    if (!g.defined()) continue;
-    Tensor s = sum(mul(g, 0.0)).to(kF64);
-    probe = probe.defined() ? add(probe, s) : s;
-  }
-  if (!probe.defined() || std::isfinite(probe.item<double>())) return {};
-  for (const auto& [name, p] : params) {
-    const Tensor g = p.grad();
-    if (g.defined() && !std::isfinite(sum(mul(g, 0.0)).to(kF64).item<double>())) return name;
-  }
-  return "?";  // unreachable: the sum saw a non-finite gradient
-}
-
 // A dev evaluation of the current model; a new best is saved as best.safetensors.
 // Data parallelism: rank 0 evaluates and shares its result; it alone writes.
 void evaluate_dev(Run& run, MetricsLog* metrics, ProgressLine& progress) {
@@ -492,6 +471,26 @@ void report(const Run& run, const TrainSummary& summary, std::ostream& out) {
 }
 
 }  // namespace
+
+// One reduction over all gradients (x·0 is 0 for finite x, NaN otherwise), and a
+// search parameter by parameter only when it finds something.
+std::string first_non_finite_gradient(const nn::Module& model) {
+  NoGradGuard no_grad;
+  const NamedTensors params = model.named_parameters();
+  Tensor probe;
+  for (const auto& [name, p] : params) {
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    Tensor s = sum(mul(g, 0.0)).to(kF64);
+    probe = probe.defined() ? add(probe, s) : s;
+  }
+  if (!probe.defined() || std::isfinite(probe.item<double>())) return {};
+  for (const auto& [name, p] : params) {
+    const Tensor g = p.grad();
+    if (g.defined() && !std::isfinite(sum(mul(g, 0.0)).to(kF64).item<double>())) return name;
+  }
+  return "?";  // unreachable: the sum saw a non-finite gradient
+}
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const RunConfig& c, const nn::Module& model) {
   const OptimizerConfig& o = c.optimizer;

@@ -108,6 +108,10 @@ std::string shell_quote(const std::string& s);
 // `overrides` applied.
 RunConfig checkpoint_config(const std::string& path, const std::vector<std::string>& overrides = {});
 
+// The first parameter (state_dict name) whose gradient holds a NaN or an infinity; empty when
+// all are finite. What a training step checks before clipping and updating (train.non_finite).
+std::string first_non_finite_gradient(const nn::Module& model);
+
 // The optimizer and schedule the config's "optimizer" and "schedule" sections describe, over
 // every parameter of `model`: one group decayed as a whole (the LRA and char-LM code bases), or,
 // when optimizer.no_decay names patterns, a decayed group and a no-decay group (ViL's recipe).

@@ -1,40 +1,19 @@
-// What this machine can do, measured by a benchmark before its cases (issue #17: "the
-// benchmark states the machine's measured sgemm GFLOP/s and memory bandwidth next to each
-// figure"), so a reader sees how close to the limits each figure is:
-// - sgemm: OpenBLAS's cblas_sgemm (the library's own BLAS) on a square product of kSgemmSize,
-//   large enough that packing is amortised: the compute rate the cores reach in practice;
-// - bandwidth: a STREAM-style triad a[i] = b[i] + s·c[i] over three arrays of kTriadBytes each,
-//   far beyond any last-level cache, split over the threads; counted as STREAM counts it, 3 ×
-//   the array bytes per pass (two reads, one write; the write-allocate read is not counted).
-// Both run with the threads the benchmark runs with (lsf::set_num_threads before calling) and
-// report the fastest of kProbeRepeats passes after one warm-up: a limit, so noise only lowers it.
-#pragma once
+// The machine probe of engine/machine_limits.h.
+#include "lsformer/engine/machine_limits.h"
 
 #include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
-#include <memory>
+#include <cstdint>
 #include <cstdio>
-#include <string>
+#include <memory>
 #include <vector>
 
-namespace lsf::bench {
+namespace lsf {
+namespace {
 
-struct MachineLimits {
-  double sgemm_gflops = 0;  // fastest cblas_sgemm pass of kSgemmSize³, GFLOP/s (2·n³ FLOP)
-  int sgemm_size = 0;
-  double triad_gbs = 0;     // fastest triad pass, GB/s (10⁹ bytes)
-  double triad_mib = 0;     // size of each of the three arrays
-  int threads = 0;
-};
-
-inline constexpr int kSgemmSize = 1536;                    // 7.2 GFLOP per pass
-inline constexpr size_t kTriadBytes = size_t(64) << 20;   // 64 MiB per array, 2× a 32 MiB L3
-inline constexpr int kProbeRepeats = 5;
-
-namespace detail {
 template <typename F>
 double fastest_seconds(F&& pass) {
   pass();  // warm-up: page faults, thread start-up, OpenBLAS buffers
@@ -46,9 +25,10 @@ double fastest_seconds(F&& pass) {
   }
   return best;
 }
-}  // namespace detail
 
-inline MachineLimits measure_machine_limits() {
+}  // namespace
+
+MachineLimits measure_machine_limits() {
   MachineLimits m;
   m.threads = omp_get_max_threads();
   {
@@ -58,7 +38,7 @@ inline MachineLimits measure_machine_limits() {
       a[i] = float(i % 7) * 0.01f;
       b[i] = float(i % 5) * 0.01f;
     }
-    const double s = detail::fastest_seconds([&] {
+    const double s = fastest_seconds([&] {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
                   c.data(), n);
     });
@@ -78,7 +58,7 @@ inline MachineLimits measure_machine_limits() {
       pc[i] = 2.0f;
     }
     const float scale = 3.0f;
-    const double s = detail::fastest_seconds([&] {
+    const double s = fastest_seconds([&] {
 #pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < len; ++i) pa[i] = pb[i] + scale * pc[i];
     });
@@ -90,8 +70,7 @@ inline MachineLimits measure_machine_limits() {
   return m;
 }
 
-// The limits as the JSON object the benchmarks put in their "meta" line.
-inline std::string machine_limits_json(const MachineLimits& m) {
+std::string machine_limits_json(const MachineLimits& m) {
   char buf[256];
   std::snprintf(buf, sizeof buf,
                 "{\"sgemm_gflops\": %.1f, \"sgemm_size\": %d, \"triad_gbs\": %.1f, \"triad_mib\": %.0f, "
@@ -100,4 +79,4 @@ inline std::string machine_limits_json(const MachineLimits& m) {
   return buf;
 }
 
-}  // namespace lsf::bench
+}  // namespace lsf
