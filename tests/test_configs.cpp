@@ -335,3 +335,9 @@ TEST_CASE("a schedule key the chosen schedule does not read is an error, and min
                     Contains("'schedule.min_lr' (1), the floor the schedule decays to, must be ≤ 'optimizer.lr'"));
   CHECK_THROWS_WITH(train::parse_config(kTiny, {"schedule.name=linear", "schedule.min_lr=1"}), Contains("must be ≤ 'optimizer.lr'"));
 }
+
+TEST_CASE("optimizer.eps must be > 0: Adam's update would be 0 / 0 for a parameter never used yet", "[config]") {
+  CHECK_THROWS_WITH(train::parse_config(kTiny, {"optimizer.eps=0"}), Contains("'optimizer.eps' must be > 0"));
+  CHECK_THROWS_WITH(train::parse_config(kTiny, {"optimizer.eps=-1e-8"}), Contains("got -1e-08"));
+  CHECK_NOTHROW(train::parse_config(kTiny, {"optimizer.eps=1e-12"}));
+}

@@ -329,7 +329,10 @@ void validate_common(const std::string& source, const RunConfig& c) {
   LSF_CHECK(o.lr > 0) << source << ": 'optimizer.lr' must be > 0, got " << o.lr;
   in_unit(source, "optimizer.betas[0]", o.betas[0]);
   in_unit(source, "optimizer.betas[1]", o.betas[1]);
-  at_least(source, "optimizer.eps", o.eps, 0);
+  // Adam and AdamW divide by √v̂ + eps: with eps = 0 a parameter whose gradients have all been
+  // zero so far (an embedding row no batch used yet) gets 0 / 0 = NaN at its first update.
+  LSF_CHECK(o.eps > 0) << source << ": 'optimizer.eps' must be > 0 (the update divides by √v̂ + eps; with 0 a "
+                       << "parameter whose gradients are still all zero would become NaN), got " << o.eps;
   at_least(source, "optimizer.weight_decay", o.weight_decay, 0);
   at_least(source, "optimizer.grad_clip", o.grad_clip, 0);
   for (const std::string& pattern : o.no_decay)
