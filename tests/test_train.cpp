@@ -17,6 +17,7 @@
 namespace fs = std::filesystem;
 using namespace lsf;
 using Catch::Contains;
+using Catch::Matches;
 
 namespace {
 
@@ -171,4 +172,19 @@ TEST_CASE("corrupt, truncated or foreign checkpoints give clear errors", "[train
   save_safetensors(weights, {{"w", zeros({2})}}, {});
   CHECK_THROWS_WITH(train::evaluate_checkpoint(weights, "test"), Contains("holds no run config"));
   fs::remove_all(dir);
+}
+
+TEST_CASE("a too-long example names the key that sets its padding", "[train]") {
+  auto build = [](const std::vector<std::string>& overrides) {
+    std::unique_ptr<train::Task> task = train::make_task(train::parse_config(kTiny, overrides));
+    task->load_data({"train"});
+    task->build_model();
+  };
+  // Up to 20 tokens padded to a multiple of the window: 64 > max_seq_len 32.
+  CHECK_THROWS_WITH(build({"model.window=64", "model.max_seq_len=32"}),
+                    Contains("tokens (64 padded to a multiple of 'model.window' = 64), more than 'model.max_seq_len' (32)"));
+  CHECK_THROWS_WITH(build({"data.pad_multiple=48"}), Contains("(48 padded to a multiple of 'data.pad_multiple' = 48)"));
+  // Full attention pads nothing: the message says only the length.
+  CHECK_THROWS_WITH(build({"model.attention=full", "model.max_seq_len=8"}),
+                    Matches(".*example has [0-9]+ tokens, more than 'model.max_seq_len' \\(8\\).*"));
 }

@@ -667,8 +667,13 @@ lra::LraModelOptions model_options(const RunConfig& config, const data::Dataset&
     for (const auto& e : data.examples) longest = std::max({longest, e.tokens.size(), e.tokens2.size()});
     int64_t multiple = batch_options(config, false).pad_multiple;
     int64_t padded = (int64_t(longest) + multiple - 1) / multiple * multiple;
-    LSF_CHECK(padded <= m.max_seq_len) << "the longest " << data.name << " example has " << longest << " tokens ("
-                                       << padded << " padded), more than 'model.max_seq_len' (" << m.max_seq_len
+    // The key that sets the multiple (batch_options) is named: a window of 1000 pads 59 tokens to 1000.
+    std::string padding;
+    if (multiple > 1)
+      padding = " (" + std::to_string(padded) + " padded to a multiple of " +
+                (s.data.pad_multiple > 0 ? "'data.pad_multiple'" : "'model.window'") + " = " + std::to_string(multiple) + ")";
+    LSF_CHECK(padded <= m.max_seq_len) << "the longest " << data.name << " example has " << longest << " tokens" << padding
+                                       << ", more than 'model.max_seq_len' (" << m.max_seq_len
                                        << "): raise it, or set 'data.seq_len' to truncate";
   }
   lra::LraModelOptions o = m;
