@@ -291,10 +291,12 @@ bool selected(const Options& opt, const Case& c) { return opt.filter.empty() || 
 int run(const Options& opt) {
   std::vector<std::vector<Case>> series = scaling_series(opt);
   Case lra = lra_case();
+  std::vector<std::string> names = {lra.name};
+  for (const auto& s : series)
+    for (const Case& c : s) names.push_back(c.name);
+  const std::vector<std::string> chosen = lsf::bench::filtered_cases(names, opt.filter);
   if (opt.list) {
-    std::printf("%s\n", lra.name.c_str());
-    for (const auto& s : series)
-      for (const Case& c : s) std::printf("%s\n", c.name.c_str());
+    for (const std::string& n : chosen) std::printf("%s\n", n.c_str());
     return 0;
   }
   LSF_CHECK(opt.dump.empty() || opt.filter.empty() || selected(opt, lra))

@@ -128,6 +128,17 @@ int run_main(int argc, char** argv, const char* program, const std::string& syno
   }
 }
 
+// The names of the cases --filter selects (a substring match; all when it is empty), in order,
+// checked before anything runs: a filter that selects none is an error naming it (such a run used
+// to print nothing and exit 0). --list prints these, so it shows what a --filter would run.
+inline std::vector<std::string> filtered_cases(const std::vector<std::string>& names, const std::string& filter) {
+  std::vector<std::string> chosen;
+  for (const std::string& n : names)
+    if (filter.empty() || n.find(filter) != std::string::npos) chosen.push_back(n);
+  LSF_CHECK(!chosen.empty()) << "--filter '" << filter << "' matches no case (--list shows them all)";
+  return chosen;
+}
+
 // s as the inside of a JSON string: quotes and backslashes escaped, newlines as \n, other
 // control characters dropped (the benchmarks' JSON lines carry build info and shape text).
 inline std::string json_escape(const std::string& s) {

@@ -350,10 +350,13 @@ bool selected(const Options& opt, const std::string& name) {
 
 int run(const Options& opt) {
   const std::vector<int64_t> prompts = prompt_lengths(opt);
+  std::vector<std::string> names;
+  for (const Config& c : configs()) names.push_back("train/" + c.name);
+  for (const Config& c : configs())
+    for (int64_t p : prompts) names.push_back("generate/" + c.name + "/p" + std::to_string(p));
+  const std::vector<std::string> chosen = lsf::bench::filtered_cases(names, opt.filter);
   if (opt.list) {
-    for (const Config& c : configs()) std::printf("train/%s\n", c.name.c_str());
-    for (const Config& c : configs())
-      for (int64_t p : prompts) std::printf("generate/%s/p%lld\n", c.name.c_str(), (long long)p);
+    for (const std::string& n : chosen) std::printf("%s\n", n.c_str());
     return 0;
   }
   lsf::set_num_threads(opt.threads > 0 ? opt.threads : int(std::max(1u, std::thread::hardware_concurrency())));

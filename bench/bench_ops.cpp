@@ -315,8 +315,13 @@ void emit_meta(const Options& opt) {
 
 int run(const Options& opt) {
   std::vector<Case> cases = all_cases();
+  std::vector<std::string> keys;  // what --filter matches: "op name"
+  for (const Case& c : cases) keys.push_back(std::string(c.op) + " " + c.name);
+  lsf::bench::filtered_cases(keys, opt.filter);  // an error when it selects none
   if (opt.list) {
-    for (const Case& c : cases) std::printf("%-14s %-20s %s\n", c.op, c.name, c.shape);
+    for (const Case& c : cases)
+      if (opt.filter.empty() || (std::string(c.op) + " " + c.name).find(opt.filter) != std::string::npos)
+        std::printf("%-14s %-20s %s\n", c.op, c.name, c.shape);
     return 0;
   }
   lsf::set_num_threads(opt.threads > 0 ? opt.threads : omp_get_num_procs());

@@ -264,8 +264,11 @@ bool selected(const Options& opt, const Case& c) {
 }
 
 int run(const Options& opt) {
+  std::vector<std::string> names;
+  for (const Case& c : cases()) names.push_back(c.name);
+  const std::vector<std::string> chosen = lsf::bench::filtered_cases(names, opt.filter);
   if (opt.list) {
-    for (const Case& c : cases()) std::printf("%s\n", c.name.c_str());
+    for (const std::string& n : chosen) std::printf("%s\n", n.c_str());
     return 0;
   }
   LSF_CHECK(opt.batch >= 0) << "--batch must be positive, got " << opt.batch;
