@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <system_error>
 
 #include "lsformer/engine/error.h"
@@ -11,12 +12,18 @@
 
 namespace lsf::data {
 
-void check_regular_file(const std::string& path, const char* who) {
+namespace {
+// `path` opened as a regular file (engine/file_read.h: without blocking; a FIFO, device or socket
+// is named as such), after the data readers' own wording for a missing file or a directory.
+RegularFile open_regular_file(const std::string& path, const char* who) {
   std::error_code ec;
   LSF_CHECK(std::filesystem::exists(path, ec)) << who << ": file '" << path << "' does not exist";
   LSF_CHECK(!std::filesystem::is_directory(path, ec)) << who << ": '" << path << "' is a directory, expected a file";
-  RegularFile(path, std::string(who) + ":");  // opens without blocking; names a FIFO, device or socket
+  return RegularFile(path, std::string(who) + ":");
 }
+}  // namespace
+
+void check_regular_file(const std::string& path, const char* who) { open_regular_file(path, who); }
 
 std::ifstream open_input(const std::string& path, const char* who) {
   check_regular_file(path, who);
@@ -32,17 +39,7 @@ bool read_line(std::istream& in, std::string& line) {
 }
 
 std::string read_file_bytes(const std::string& path, const char* who) {
-  std::ifstream in = open_input(path, who);
-  std::string bytes;
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  LSF_CHECK(size >= 0) << who << ": cannot determine the size of '" << path << "'";
-  bytes.resize(size_t(size));
-  in.seekg(0, std::ios::beg);
-  in.read(bytes.data(), size);
-  LSF_CHECK(in.gcount() == size) << who << ": short read from '" << path << "' (" << in.gcount()
-                                 << " of " << size << " bytes)";
-  return bytes;
+  return open_regular_file(path, who).read_all(std::numeric_limits<uint64_t>::max());
 }
 
 std::vector<std::string_view> split_fields(std::string_view line, char sep) {
