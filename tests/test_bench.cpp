@@ -1,7 +1,8 @@
 // lsf bench's library half (models/train/bench.h): it must time the steps `lsf train` runs —
 // after warm-up w and n timed steps, the model has the parameters a run of the config has after
-// w + n steps, bit for bit — and report what it measured consistently. Speed itself is never
-// checked here (bench/ measures it).
+// w + n steps, bit for bit — and report what it measured consistently (the image family's case is
+// in test_vision_task.cpp, beside its dataset helpers). Speed itself is never checked here
+// (bench/ measures it).
 #include <filesystem>
 #include <fstream>
 #include <sstream>

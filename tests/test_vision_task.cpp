@@ -13,6 +13,7 @@
 #include "helpers.h"
 #include "run_helpers.h"
 #include "image_test_files.h"
+#include "lsformer/models/train/bench.h"
 #include "lsformer/models/train/config.h"
 #include "lsformer/models/train/trainer.h"
 #include "lsformer/models/train/vision_task.h"
@@ -155,6 +156,35 @@ TEST_CASE("a resumed image run ends bit-identical, the loader restarted at the r
   check_same_files(a / "last.safetensors", b / "last.safetensors");
   fs::remove_all(a);
   fs::remove_all(b);
+}
+
+// lsf bench (models/train/bench.h; the LRA and char-LM cases are in test_bench.cpp): its warm-up
+// and timed steps are the run's first steps, the loader's batches and augmentation included.
+TEST_CASE("bench_training runs the steps lsf train runs (images: augmentation, Mixup/CutMix, loader threads)",
+          "[train][vision][bench]") {
+  TempDir data("vision_bench");
+  write_idx_dataset(data, 200, 40);
+  const train::RunConfig config = train::parse_config(
+      tiny_config(data.path().string()),
+      {"train.steps=14", "train.eval_every=0", "train.checkpoint_every=0", "data.random_resized_crop=true", "data.hflip=0.5",
+       "data.rand_augment=rand-m9-mstd0.5-inc1", "data.erasing=0.25", "data.mixup=0.8", "data.cutmix=1.0", "data.label_smoothing=0.1",
+       "data.workers=2", "model.drop_path=0.1", "optimizer.grad_clip=1.0"});
+  train::BenchOptions options;
+  options.warmup_steps = 2;
+  options.steps = 3;
+  const train::BenchResult r = train::bench_training(config, options);
+  CHECK(r.unit == "samples");
+  CHECK(r.units_per_step == 16);
+  fs::path dir = fresh_dir("bench_run");
+  std::ostringstream log;
+  testing::run_training(config, dir, log, /*resume=*/false, /*stop_after=*/5);
+  const SafetensorsContents saved = load_safetensors((dir / "last.safetensors").string());
+  for (const auto& [name, p] : r.model->named_parameters()) {
+    INFO(name);
+    REQUIRE(saved.tensors.count(name));
+    CHECK(p.to_vector<float>() == saved.tensors.at(name).to_vector<float>());  // bit for bit
+  }
+  fs::remove_all(dir);
 }
 
 TEST_CASE("image config errors name their keys", "[configs][vision]") {
