@@ -63,6 +63,7 @@ TEST_CASE("bench_training runs the steps lsf train runs (ListOps)", "[bench]") {
   CHECK(r.non_finite_steps == 0);
   CHECK(r.baseline_bytes > 0);
   CHECK(r.peak_bytes > r.baseline_bytes);  // the steps' activations
+  CHECK(r.rss_peak_bytes >= r.peak_bytes);  // the process holds at least the tensors (Linux: /proc/self/status)
   CHECK(r.profile.empty());
   CHECK(r.fastest_seconds() <= r.median_seconds());
   CHECK(r.median_seconds() <= r.slowest_seconds());

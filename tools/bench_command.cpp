@@ -7,7 +7,8 @@
 //   training steps (forward, backward, optimizer update), 10 timed after 2 warm-up:
 //     per step  median 8.21 ms, fastest 8.02 ms, mean 8.30 ms, slowest 9.01 ms
 //     3897.8 samples/s at the median step (3990.0 at the fastest)
-//     memory    1.2 MiB of tensors before the steps, 9.8 MiB at the peak (CPU allocator)
+//     memory    1.2 MiB of tensors before the steps, 9.8 MiB at the peak (CPU allocator); the process's
+//               resident set peaked at 61.3 MiB
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -66,9 +67,9 @@ void bench_usage(std::ostream& os) {
         "                 [--forward] [--profile] [--json] [--no-probe]\n\n"
         "Times the config's training steps on this machine as lsf train runs them (the same data,\n"
         "model, optimizer, schedule and clipping; no run directory, evaluation or checkpoints):\n"
-        "the median, fastest, mean and slowest step, the throughput, and the memory of the tensors.\n"
-        "First it measures the machine's sgemm rate and memory bandwidth with the same threads, so\n"
-        "the figures can be read against what the cores can do.\n\n";
+        "the median, fastest, mean and slowest step, the throughput, the memory of the tensors and\n"
+        "the process's resident-set peak. Then it measures the machine's sgemm rate and memory\n"
+        "bandwidth with the same threads, so the figures can be read against what the cores can do.\n\n";
   print_flags(os, flags());
 }
 
@@ -89,13 +90,14 @@ int run_bench(const std::vector<std::string>& args) {
 
   const train::RunConfig config = train::load_config(config_path, overrides);
   if (config.train.threads > 0) set_num_threads(int(config.train.threads));
+  const train::BenchResult r = train::bench_training(config, options);
+  // After the steps, so that its arrays (~200 MiB) stay out of the steps' resident-set peak.
   const bool probe = parsed.count("--no-probe") == 0;
   MachineLimits machine;
   if (probe) {
     std::cerr << "bench: measuring the machine's sgemm rate and memory bandwidth" << std::endl;
     machine = measure_machine_limits();
   }
-  const train::BenchResult r = train::bench_training(config, options);
   const char* what = options.forward_only ? "forward passes (forward and loss, evaluation mode, no gradients)"
                                           : "training steps (forward, backward, optimizer update)";
   if (as_json) {
@@ -117,6 +119,7 @@ int run_bench(const std::vector<std::string>& args) {
         {"units_per_second", r.units_per_step / r.median_seconds()},
         {"baseline_bytes", r.baseline_bytes},
         {"peak_bytes", r.peak_bytes},
+        {"rss_peak_bytes", r.rss_peak_bytes},
         {"non_finite_steps", r.non_finite_steps},
         {"machine", probe ? nlohmann::json::parse(machine_limits_json(machine)) : nlohmann::json(nullptr)},
     };
@@ -139,7 +142,9 @@ int run_bench(const std::vector<std::string>& args) {
             << "  " << rate(r.units_per_step, r.median_seconds()) << " " << r.unit << "/s at the median step ("
             << rate(r.units_per_step, r.fastest_seconds()) << " at the fastest)\n"
             << "  memory    " << mib(r.baseline_bytes) << " of tensors before the steps, " << mib(r.peak_bytes)
-            << " at the peak (CPU allocator)\n";
+            << " at the peak (CPU allocator)"
+            << (r.rss_peak_bytes >= 0 ? "; the process's resident set peaked at " + mib(r.rss_peak_bytes) : std::string())
+            << "\n";
   if (r.non_finite_steps > 0)
     std::cout << "warning: " << r.non_finite_steps << " of the " << (options.warmup_steps + options.steps)
               << " steps had a non-finite loss or gradient" << (options.forward_only ? "" : "; their updates were skipped")

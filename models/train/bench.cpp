@@ -17,6 +17,7 @@
 #include "lsformer/models/optim/clip.h"
 #include "lsformer/models/optim/schedule.h"
 #include "lsformer/models/train/memory_estimate.h"
+#include "lsformer/models/train/memory_usage.h"
 #include "lsformer/models/train/task.h"
 #include "lsformer/models/train/trainer.h"
 
@@ -125,6 +126,8 @@ BenchResult bench_training(const RunConfig& config, const BenchOptions& options)
     result.profile = profiler::format_table(profiler::snapshot());
   }
   result.peak_bytes = memory_stats(kCPU).peak_bytes;
+  int64_t rss = 0, rss_peak = 0;
+  if (process_rss(&rss, &rss_peak)) result.rss_peak_bytes = rss_peak;
   result.units_per_step = units / double(options.steps);
   return result;
 }

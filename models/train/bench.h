@@ -47,6 +47,9 @@ struct BenchResult {
   int64_t baseline_bytes = 0;         // CPU tensors alive before the timed steps (parameters, optimizer
                                       // state after warm-up, data held as tensors)
   int64_t peak_bytes = 0;             // the CPU allocator's high-water mark during the timed steps
+  int64_t rss_peak_bytes = -1;        // the process's resident-set peak so far (VmHWM, memory_usage.h): also
+                                      // counts what the allocator does not see (BLAS buffers, its cache,
+                                      // code, the dataset); −1 where /proc/self/status is unreadable
   std::string profile;                // the profiler's table (options.profile); empty otherwise
   std::shared_ptr<nn::Module> model;  // after the last step
 
