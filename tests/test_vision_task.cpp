@@ -77,6 +77,17 @@ std::string tiny_config(const std::string& path) {
 
 fs::path fresh_dir(const std::string& name) { return testing::fresh_dir("vision", name); }
 
+// tiny_config with the whole recipe on — random-resized crop, flip, RandAugment, erasing,
+// Mixup/CutMix with label smoothing, drop path, two loader threads — for 14 steps without
+// evaluation, plus `more` overrides: the runs whose steps must be reproduced bit for bit.
+train::RunConfig whole_recipe(const TempDir& data, std::vector<std::string> more) {
+  std::vector<std::string> o = {"train.steps=14", "train.eval_every=0", "data.random_resized_crop=true", "data.hflip=0.5",
+                                "data.rand_augment=rand-m9-mstd0.5-inc1", "data.erasing=0.25", "data.mixup=0.8",
+                                "data.cutmix=1.0", "data.label_smoothing=0.1", "data.workers=2", "model.drop_path=0.1"};
+  o.insert(o.end(), more.begin(), more.end());
+  return train::parse_config(tiny_config(data.path().string()), o);
+}
+
 std::vector<double> train_losses(const fs::path& metrics) {
   std::vector<double> losses;
   std::ifstream in(metrics);
@@ -136,13 +147,7 @@ TEST_CASE("a short image run lowers the loss and lsf eval reproduces its top-1 e
 TEST_CASE("a resumed image run ends bit-identical, the loader restarted at the resumed step", "[train][vision]") {
   TempDir data("vision_resume");
   write_idx_dataset(data, 200, 40);
-  // The whole recipe on: random-resized crop, flip, RandAugment, erasing, Mixup/CutMix with
-  // label smoothing, drop path, two loader threads.
-  const train::RunConfig config = train::parse_config(
-      tiny_config(data.path().string()),
-      {"train.steps=14", "train.eval_every=0", "train.checkpoint_every=3", "data.random_resized_crop=true", "data.hflip=0.5",
-       "data.rand_augment=rand-m9-mstd0.5-inc1", "data.erasing=0.25", "data.mixup=0.8", "data.cutmix=1.0", "data.label_smoothing=0.1",
-       "data.workers=2", "model.drop_path=0.1"});
+  const train::RunConfig config = whole_recipe(data, {"train.checkpoint_every=3"});
   fs::path a = fresh_dir("resume_a"), b = fresh_dir("resume_b");
   std::ostringstream log;
   testing::run_training(config, a, log);
@@ -164,11 +169,7 @@ TEST_CASE("bench_training runs the steps lsf train runs (images: augmentation, M
           "[train][vision][bench]") {
   TempDir data("vision_bench");
   write_idx_dataset(data, 200, 40);
-  const train::RunConfig config = train::parse_config(
-      tiny_config(data.path().string()),
-      {"train.steps=14", "train.eval_every=0", "train.checkpoint_every=0", "data.random_resized_crop=true", "data.hflip=0.5",
-       "data.rand_augment=rand-m9-mstd0.5-inc1", "data.erasing=0.25", "data.mixup=0.8", "data.cutmix=1.0", "data.label_smoothing=0.1",
-       "data.workers=2", "model.drop_path=0.1", "optimizer.grad_clip=1.0"});
+  const train::RunConfig config = whole_recipe(data, {"train.checkpoint_every=0", "optimizer.grad_clip=1.0"});
   train::BenchOptions options;
   options.warmup_steps = 2;
   options.steps = 3;
