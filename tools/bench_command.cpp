@@ -89,9 +89,9 @@ int run_bench(const std::vector<std::string>& args) {
   options.log = &std::cerr;
 
   const train::RunConfig config = train::load_config(config_path, overrides);
-  if (config.train.threads > 0) set_num_threads(int(config.train.threads));
-  const train::BenchResult r = train::bench_training(config, options);
-  // After the steps, so that its arrays (~200 MiB) stay out of the steps' resident-set peak.
+  const train::BenchResult r = train::bench_training(config, options);  // sets train.threads
+  // After the steps (with their threads), so that its arrays (~200 MiB) stay out of the steps'
+  // resident-set peak.
   const bool probe = parsed.count("--no-probe") == 0;
   MachineLimits machine;
   if (probe) {
