@@ -286,7 +286,7 @@ void dump(const Options& opt, const Case& c) {
                opt.dump.c_str());
 }
 
-bool selected(const Options& opt, const Case& c) { return opt.filter.empty() || c.name.find(opt.filter) != std::string::npos; }
+bool selected(const Options& opt, const Case& c) { return lsf::bench::case_selected(opt.filter, c.name); }
 
 int run(const Options& opt) {
   std::vector<std::vector<Case>> series = scaling_series(opt);

@@ -128,13 +128,18 @@ int run_main(int argc, char** argv, const char* program, const std::string& syno
   }
 }
 
-// The names of the cases --filter selects (a substring match; all when it is empty), in order,
-// checked before anything runs: a filter that selects none is an error naming it (such a run used
-// to print nothing and exit 0). --list prints these, so it shows what a --filter would run.
+// Whether --filter `filter` selects the case `name`: a substring match; every case when empty.
+inline bool case_selected(const std::string& filter, const std::string& name) {
+  return filter.empty() || name.find(filter) != std::string::npos;
+}
+
+// The names of the cases --filter selects, in order, checked before anything runs: a filter that
+// selects none is an error naming it (such a run used to print nothing and exit 0). --list
+// prints these, so it shows what a --filter would run.
 inline std::vector<std::string> filtered_cases(const std::vector<std::string>& names, const std::string& filter) {
   std::vector<std::string> chosen;
   for (const std::string& n : names)
-    if (filter.empty() || n.find(filter) != std::string::npos) chosen.push_back(n);
+    if (case_selected(filter, n)) chosen.push_back(n);
   LSF_CHECK(!chosen.empty()) << "--filter '" << filter << "' matches no case (--list shows them all)";
   return chosen;
 }

@@ -345,7 +345,7 @@ void generate_case(const Options& opt, const Config& c, int64_t prompt) {
 }
 
 bool selected(const Options& opt, const std::string& name) {
-  return opt.filter.empty() || name.find(opt.filter) != std::string::npos;
+  return lsf::bench::case_selected(opt.filter, name);
 }
 
 int run(const Options& opt) {

@@ -315,20 +315,19 @@ void emit_meta(const Options& opt) {
 
 int run(const Options& opt) {
   std::vector<Case> cases = all_cases();
-  std::vector<std::string> keys;  // what --filter matches: "op name"
-  for (const Case& c : cases) keys.push_back(std::string(c.op) + " " + c.name);
+  auto key = [](const Case& c) { return std::string(c.op) + " " + c.name; };  // what --filter matches
+  std::vector<std::string> keys;
+  for (const Case& c : cases) keys.push_back(key(c));
   lsf::bench::filtered_cases(keys, opt.filter);  // an error when it selects none
   if (opt.list) {
     for (const Case& c : cases)
-      if (opt.filter.empty() || (std::string(c.op) + " " + c.name).find(opt.filter) != std::string::npos)
-        std::printf("%-14s %-20s %s\n", c.op, c.name, c.shape);
+      if (lsf::bench::case_selected(opt.filter, key(c))) std::printf("%-14s %-20s %s\n", c.op, c.name, c.shape);
     return 0;
   }
   lsf::set_num_threads(opt.threads > 0 ? opt.threads : omp_get_num_procs());
   emit_meta(opt);
   for (const Case& c : cases) {
-    std::string key = std::string(c.op) + " " + c.name;
-    if (!opt.filter.empty() && key.find(opt.filter) == std::string::npos) continue;
+    if (!lsf::bench::case_selected(opt.filter, key(c))) continue;
     double fwd_gflop = c.gemm ? c.gemm->gflop() : 0.0;
     {
       lsf::Generator gen(kSeed);

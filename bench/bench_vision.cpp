@@ -260,7 +260,7 @@ void print_costs() {
 }
 
 bool selected(const Options& opt, const Case& c) {
-  return opt.filter.empty() || c.name.find(opt.filter) != std::string::npos;
+  return lsf::bench::case_selected(opt.filter, c.name);
 }
 
 int run(const Options& opt) {

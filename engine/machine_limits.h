@@ -1,7 +1,8 @@
 // What this machine can do, measured on the spot, so that a benchmark's figure can be read
 // against the limits of the cores it ran on (issue #17: "the benchmark states the machine's
-// measured sgemm GFLOP/s and memory bandwidth next to each figure"). `lsf bench`,
-// bench_attention and bench_lra_step print them before their timings.
+// measured sgemm GFLOP/s and memory bandwidth next to each figure"). bench_attention and
+// bench_lra_step measure them before their timings, `lsf bench` after its steps (so that the
+// probe's arrays stay out of the steps' resident-set peak); all three print them first.
 // - sgemm: OpenBLAS's cblas_sgemm (the library's own BLAS) on a square product of kSgemmSize,
 //   large enough that packing is amortised: the compute rate the cores reach in practice;
 // - bandwidth: a STREAM-style triad a[i] = b[i] + s·c[i] over three arrays of kTriadBytes each,
