@@ -37,9 +37,10 @@ struct GemmArgs {
   void* c = nullptr;
   int64_t ldc = 0, stride_c = 0;
   int64_t batch = 1;
+  bool c_f32 = false;  // bf16/f16 A and B with an f32 C (partial sums that are rounded once later)
 };
 // f32 (TF32 tensor cores only when lsf::cuda::allow_tf32()), f64, and bf16/f16 inputs and
-// outputs with f32 accumulation; other dtypes throw.
+// outputs with f32 accumulation (C in f32 too when args.c_f32); other dtypes throw.
 void gemm_strided_batched(DType dtype, const GemmArgs& args);
 
 }  // namespace lsf::cuda::cublas

@@ -5,18 +5,23 @@
 // Dtypes: f32 (CUBLAS_COMPUTE_32F, or TF32 tensor cores when lsf::cuda::set_allow_tf32(true)),
 // f64, and bf16/f16 inputs and outputs with f32 accumulation (CUBLAS_COMPUTE_32F); integer
 // dtypes throw, as on the CPU.
+#include <algorithm>
 #include <array>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "lsformer/cuda/cublas.cuh"
 #include "lsformer/cuda/gemm_plan.h"
 #include "lsformer/cuda/strided.cuh"
+#include "lsformer/engine/autograd.h"
 #include "lsformer/engine/core_kernels.h"
 #include "lsformer/engine/cuda_api.h"
 #include "lsformer/engine/storage.h"
 #include "lsformer/ops/matmul.h"
+#include "lsformer/ops/factory.h"
 #include "lsformer/ops/kernels/matmul.h"
+#include "lsformer/ops/kernels/reduce.h"
 
 namespace lsf::cuda {
 
@@ -78,9 +83,12 @@ void gemm_strided_batched(DType dtype, const GemmArgs& g) {
     default:
       LSF_FAIL() << "matmul: dtype " << dtype << " is not supported on CUDA (f32, f64, bf16 or f16)";
   }
+  LSF_CHECK(!g.c_f32 || dtype == DType::BF16 || dtype == DType::F16)
+      << "matmul: an f32 result for " << dtype << " operands is not a cuBLAS mode lsformer uses";
+  const cudaDataType_t c_type = g.c_f32 ? CUDA_R_32F : type;
   LSF_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
       handle(), g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, int(g.m), int(g.n),
-      int(g.k), alpha, g.a, type, int(g.lda), g.stride_a, g.b, type, int(g.ldb), g.stride_b, beta, g.c, type,
+      int(g.k), alpha, g.a, type, int(g.lda), g.stride_a, g.b, type, int(g.ldb), g.stride_b, beta, g.c, c_type,
       int(g.ldc), g.stride_c, int(g.batch), compute, CUBLAS_GEMM_DEFAULT));
 }
 
@@ -112,6 +120,67 @@ void scale_inplace(const Tensor& c, double beta) {
   });
 }
 
+// Issues the plan's cuBLAS calls for c = alpha·a·b + beta·c (c in f32 when c_f32: a and b are
+// then bf16/f16).
+void run_plan(const gemm_plan::Plan& plan, const Tensor& c, const Tensor& a, const Tensor& b, double alpha,
+              double beta, bool c_f32) {
+  const size_t es = dtype_size(a.dtype());
+  char* const C_out = static_cast<char*>(c.raw_data());
+  char* const A = static_cast<char*>(a.raw_data());
+  char* const B = static_cast<char*>(b.raw_data());
+  for (const gemm_plan::Call& call : plan.calls) {
+    cublas::GemmArgs g;
+    g.trans_a = call.trans_a;
+    g.trans_b = call.trans_b;
+    g.m = call.m;
+    g.n = call.n;
+    g.k = call.k;
+    g.alpha = alpha;
+    g.beta = call.accumulate ? 1.0 : beta;
+    g.a = (call.a_is_b ? B : A) + call.a * int64_t(es);
+    g.lda = call.lda;
+    g.stride_a = call.stride_a;
+    g.b = (call.a_is_b ? A : B) + call.b * int64_t(es);
+    g.ldb = call.ldb;
+    g.stride_b = call.stride_b;
+    g.c = C_out + call.c * int64_t(c_f32 ? sizeof(float) : es);
+    g.ldc = call.ldc;
+    g.stride_c = call.stride_c;
+    g.batch = call.batch;
+    g.c_f32 = c_f32;
+    cublas::gemm_strided_batched(a.dtype(), g);
+  }
+}
+
+// bf16/f16 c with summed (expanded, stride-0) batch dims: the plan adds call after call into c
+// (beta = 1), which would round the running sum to 16 bits after every call. Instead the
+// products go to an f32 buffer of c's full shape, are summed over the expanded dims in f32, and
+// c = alpha·Σ + beta·c is rounded to 16 bits once, as on the CPU. The buffer costs
+// 4·numel(c's full shape) bytes; the common weight-gradient sums fold into K and never come here.
+void gemm_16bit_summed(const Tensor& c, const Tensor& a, const Tensor& b, double alpha, double beta) {
+  NoGradGuard no_grad;  // buffers and views of the kernel's own operands
+  std::vector<bool> summed(size_t(c.dim()), false);
+  Tensor c_real = c;  // c without its expanded dims: the elements it really holds
+  for (int64_t d = 0; d + 2 < c.dim(); ++d) {
+    if (c.strides()[size_t(d)] == 0 && c.shape()[size_t(d)] > 1) {
+      summed[size_t(d)] = true;
+      c_real = c_real.narrow(d, 0, 1);
+    }
+  }
+  const Tensor products = empty(c.shape(), TensorOptions(kF32).device(c.device()));
+  const gemm_plan::Plan plan = gemm_plan::make_plan(products.shape(), a.strides(), b.strides(), products.strides(), a.size(-1));
+  run_plan(plan, products, a, b, alpha, 0.0, /*c_f32=*/true);
+  const Tensor sum = empty(c_real.shape(), products.options());
+  reduce_kernel(c.device(), ReduceOp::Sum, sum, products, summed);
+  if (beta != 0.0) {
+    const Tensor old = empty(c_real.shape(), products.options());
+    copy_kernel(c.device(), old, c_real);
+    if (beta != 1.0) scale_inplace(old, beta);
+    add_inplace_kernel(c.device(), sum, old);
+  }
+  copy_kernel(c.device(), c_real, sum);
+}
+
 void gemm_cuda(const Tensor& c, const Tensor& a, const Tensor& b, double alpha, double beta) {
   const int64_t nd = c.dim();
   LSF_CHECK(nd >= 2 && a.dim() == nd && b.dim() == nd)
@@ -139,31 +208,14 @@ void gemm_cuda(const Tensor& c, const Tensor& a, const Tensor& b, double alpha, 
     }
     return;
   }
-  const size_t es = dtype_size(dtype);
-  char* const A = static_cast<char*>(a.raw_data());
-  char* const B = static_cast<char*>(b.raw_data());
-  char* const C = static_cast<char*>(c.raw_data());
-  for (const gemm_plan::Call& call : plan.calls) {
-    cublas::GemmArgs g;
-    g.trans_a = call.trans_a;
-    g.trans_b = call.trans_b;
-    g.m = call.m;
-    g.n = call.n;
-    g.k = call.k;
-    g.alpha = alpha;
-    g.beta = call.accumulate ? 1.0 : beta;
-    g.a = (call.a_is_b ? B : A) + call.a * int64_t(es);
-    g.lda = call.lda;
-    g.stride_a = call.stride_a;
-    g.b = (call.a_is_b ? A : B) + call.b * int64_t(es);
-    g.ldb = call.ldb;
-    g.stride_b = call.stride_b;
-    g.c = C + call.c * int64_t(es);
-    g.ldc = call.ldc;
-    g.stride_c = call.stride_c;
-    g.batch = call.batch;
-    cublas::gemm_strided_batched(dtype, g);
+  const bool sums_calls = std::any_of(plan.calls.begin(), plan.calls.end(), [](const gemm_plan::Call& call) {
+    return call.accumulate;
+  });
+  if (sums_calls && (dtype == DType::BF16 || dtype == DType::F16)) {
+    gemm_16bit_summed(c, a, b, alpha, beta);
+    return;
   }
+  run_plan(plan, c, a, b, alpha, beta, /*c_f32=*/false);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // The per-device stream and the device guard declared in runtime.cuh.
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "lsformer/cuda/runtime.cuh"
@@ -8,20 +9,36 @@
 namespace lsf::cuda {
 
 namespace {
-// cudaGetDeviceCount fails without a driver or a GPU; both mean "no device", not an error.
-int count_devices() {
-  static const int count = [] {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+// cudaGetDeviceCount fails without a driver or a GPU: then there is no usable device, not an
+// error, but its text is kept (cuda_unavailable_reason) so that a broken or too old driver does
+// not pass for a machine without a GPU.
+struct DeviceCount {
+  int count = 0;
+  std::string failure;
+};
+
+const DeviceCount& device_count_once() {
+  static const DeviceCount result = [] {
+    DeviceCount r;
+    const cudaError_t status = cudaGetDeviceCount(&r.count);
+    if (status != cudaSuccess) {
       cudaGetLastError();  // clear the sticky error so later calls start clean
-      n = 0;
+      r.count = 0;
+      r.failure = std::string(cudaGetErrorString(status)) + " (" + cudaGetErrorName(status) + ")";
+    } else if (r.count == 0) {
+      r.failure = "the CUDA runtime found no device";
     }
-    return n;
+    return r;
   }();
-  return count;
+  return result;
 }
-// Only stores a function pointer: no CUDA call happens during static initialisation.
-[[maybe_unused]] const bool hook_installed = (detail::set_cuda_device_count_hook(count_devices), true);
+
+int count_devices() { return device_count_once().count; }
+std::string unavailable_reason() { return device_count_once().failure; }
+
+// Only stores function pointers: no CUDA call happens during static initialisation.
+[[maybe_unused]] const bool hook_installed =
+    (detail::set_cuda_device_count_hook(count_devices, unavailable_reason), true);
 }  // namespace
 
 int current_device() {

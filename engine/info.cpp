@@ -63,7 +63,8 @@ std::string build_info() {
        << std::setprecision(1) << double(p.total_memory) / double(1 << 30) << " GiB, compute capability "
        << p.major << "." << p.minor << ")\n";
   }
-  if (cuda_kernels > 0 && cuda::device_count() == 0) os << "          (no usable CUDA device)\n";
+  if (cuda_kernels > 0 && cuda::device_count() == 0)
+    os << "          (no usable CUDA device: " << cuda_unavailable_reason() << ")\n";
   os << "kernels:  " << all_kernels().size() << " registered\n";
   return os.str();
 }

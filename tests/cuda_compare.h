@@ -33,10 +33,14 @@ inline Tensor random_tensor(const Shape& shape, DType t, uint64_t seed, double s
   return mul(randn(shape, TensorOptions(kF64), &g), scale).to(t);
 }
 
-inline Tensor gpu(const Tensor& t) { return t.to(kCUDA); }
+// t's values on the GPU as a new leaf. Detached first: when t is itself a leaf that requires
+// grad (it is the CPU reference's input whenever the dtypes agree), t.to(kCUDA) would be a node
+// of t's graph, whose .grad stays empty while the gradient flows on to t.
+inline Tensor gpu(const Tensor& t) { return t.detach().to(kCUDA); }
 
-// The CPU reference input: t's values in the dtype the CPU computes in.
-inline Tensor cpu_ref(const Tensor& t) { return t.to(cpu_compute_dtype(t.dtype())); }
+// The CPU reference input: t's values in the dtype the CPU computes in, as a new leaf (for f32
+// and f64 it shares t's storage; requires_grad_ on it leaves t untouched).
+inline Tensor cpu_ref(const Tensor& t) { return t.detach().to(cpu_compute_dtype(t.dtype())); }
 
 inline double max_abs(const Tensor& t) {
   double m = 0;

@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -17,14 +18,24 @@
 
 namespace lsf::test {
 
-// Opens every [cuda] test: without a usable GPU the test ends here, saying why.
-#define LSF_REQUIRE_CUDA_DEVICE()                                                     \
-  do {                                                                                \
-    if (!::lsf::cuda_is_available()) {                                                \
-      WARN("skipped: no usable CUDA device (CPU-only build, no driver, or no GPU)");  \
-      return;                                                                         \
-    }                                                                                 \
+// Opens every [cuda] test: without a usable GPU the test ends here, saying why (CTest reports it
+// as skipped). With LSF_EXPECT_CUDA=1 in the environment (set it on a GPU machine) the missing
+// device is a failure instead, so a broken driver cannot turn the suite into skips.
+#define LSF_REQUIRE_CUDA_DEVICE()                                                                 \
+  do {                                                                                            \
+    if (!::lsf::cuda_is_available()) {                                                            \
+      if (::lsf::test::cuda_expected())                                                           \
+        FAIL("LSF_EXPECT_CUDA=1, but no usable CUDA device: " << ::lsf::cuda_unavailable_reason()); \
+      WARN("skipped: no usable CUDA device (" << ::lsf::cuda_unavailable_reason() << ")");        \
+      return;                                                                                     \
+    }                                                                                             \
   } while (0)
+
+// LSF_EXPECT_CUDA=1: the [cuda] tests must find a device (LSF_REQUIRE_CUDA_DEVICE).
+inline bool cuda_expected() {
+  const char* v = std::getenv("LSF_EXPECT_CUDA");
+  return v != nullptr && std::string(v) == "1";
+}
 
 // Opens a test whose measurement AddressSanitizer makes meaningless (resident memory: ASan adds
 // shadow memory and a quarantine of freed blocks); CTest reports it as skipped there.

@@ -450,8 +450,10 @@ TEST_CASE("long_short_attention on CUDA tensors: the op and its gradients equal 
   Tensor outs[2];
   const Device devices[2] = {kCPU, kCUDA};
   for (int d = 0; d < 2; ++d) {
-    Tensor x[5] = {in.q.to(devices[d]), in.k.to(devices[d]), in.v.to(devices[d]), in.kb.to(devices[d]),
-                   in.vb.to(devices[d])};
+    // Fresh leaves on both devices (detached: on the CPU, to() returns the input itself, whose
+    // requires_grad would make the GPU copies graph nodes instead of leaves).
+    Tensor x[5] = {in.q.detach().to(devices[d]), in.k.detach().to(devices[d]), in.v.detach().to(devices[d]),
+                   in.kb.detach().to(devices[d]), in.vb.detach().to(devices[d])};
     for (Tensor& t : x) t.requires_grad_(true);
     const Tensor mask = in.mask.to(kBool).to(devices[d]);
     outs[d] = long_short_attention(x[0], x[1], x[2], x[3], x[4], mask, o);
