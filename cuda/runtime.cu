@@ -4,13 +4,14 @@
 #include <vector>
 
 #include "lsformer/cuda/runtime.cuh"
+#include "lsformer/engine/cuda_api.h"
 #include "lsformer/engine/device.h"
 
 namespace lsf::cuda {
 
 namespace {
 // cudaGetDeviceCount fails without a driver or a GPU: then there is no usable device, not an
-// error, but its text is kept (cuda_unavailable_reason) so that a broken or too old driver does
+// error, but its text is kept (lsf::cuda::unavailable_reason) so that a broken or too old driver does
 // not pass for a machine without a GPU.
 struct DeviceCount {
   int count = 0;
@@ -34,11 +35,12 @@ const DeviceCount& device_count_once() {
 }
 
 int count_devices() { return device_count_once().count; }
-std::string unavailable_reason() { return device_count_once().failure; }
+std::string count_failure() { return device_count_once().failure; }
 
 // Only stores function pointers: no CUDA call happens during static initialisation.
 [[maybe_unused]] const bool hook_installed =
-    (detail::set_cuda_device_count_hook(count_devices, unavailable_reason), true);
+    (::lsf::detail::set_cuda_device_count_hook(count_devices),
+     ::lsf::cuda::detail::set_unavailable_reason_hook(count_failure), true);
 }  // namespace
 
 int current_device() {

@@ -11,6 +11,7 @@ namespace lsf::cuda {
 namespace {
 
 const detail::Backend* backend = nullptr;
+std::string (*unavailable_reason_hook)() = nullptr;
 std::atomic<bool> tf32_allowed{false};
 
 const detail::Backend& require_backend(const char* what) {
@@ -34,6 +35,14 @@ void detail::set_backend(const Backend* b) { backend = b; }
 bool built() { return backend != nullptr; }
 
 int device_count() { return cuda_device_count(); }
+
+void detail::set_unavailable_reason_hook(std::string (*reason)()) { unavailable_reason_hook = reason; }
+
+std::string unavailable_reason() {
+  if (backend == nullptr) return "this build has no CUDA backend";
+  if (device_count() > 0) return "";
+  return unavailable_reason_hook ? unavailable_reason_hook() : "the CUDA runtime found no device";
+}
 
 DeviceProperties device_properties(int device) {
   const detail::Backend& b = require_backend("device_properties");

@@ -29,6 +29,11 @@ struct DeviceProperties {
 bool built();
 // Usable devices; 0 in a CPU-only build, without a driver or without a GPU. Never throws.
 int device_count();
+// Why device_count() is 0, in words ("" when a device is usable): "this build has no CUDA
+// backend", or the CUDA runtime's own error ("CUDA driver version is insufficient for CUDA
+// runtime version", "no CUDA-capable device is detected", ...), so that a broken driver is told
+// apart from a machine without a GPU. Never throws.
+std::string unavailable_reason();
 // Throws lsf::Error for a device index out of range (or a CPU-only build).
 DeviceProperties device_properties(int device = 0);
 // The caching allocator's statistics for one device (MemoryStats in engine/storage.h):
@@ -55,6 +60,8 @@ struct Backend {
   void (*synchronize)(int device);
 };
 void set_backend(const Backend* backend);
+// The backend's account of a failed device count (cuda/runtime.cu), read by unavailable_reason().
+void set_unavailable_reason_hook(std::string (*reason)());
 }  // namespace detail
 
 }  // namespace lsf::cuda

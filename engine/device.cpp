@@ -28,19 +28,10 @@ std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str
 
 namespace {
 int (*cuda_device_count_hook)() = nullptr;
-std::string (*cuda_unavailable_reason_hook)() = nullptr;
-}  // namespace
-
-void detail::set_cuda_device_count_hook(int (*hook)(), std::string (*reason)()) {
-  cuda_device_count_hook = hook;
-  cuda_unavailable_reason_hook = reason;
 }
+
+void detail::set_cuda_device_count_hook(int (*hook)()) { cuda_device_count_hook = hook; }
 
 int cuda_device_count() { return cuda_device_count_hook ? cuda_device_count_hook() : 0; }
-
-std::string cuda_unavailable_reason() {
-  if (!cuda_device_count_hook) return "this build has no CUDA backend";
-  return cuda_unavailable_reason_hook ? cuda_unavailable_reason_hook() : std::string();
-}
 
 }  // namespace lsf

@@ -36,16 +36,10 @@ const char* device_type_name(DeviceType t);
 int cuda_device_count();
 inline bool cuda_is_available() { return cuda_device_count() > 0; }
 
-// Why cuda_device_count() is 0, in words ("" when a device is usable): "this build has no CUDA
-// backend", or the CUDA runtime's own error ("CUDA driver version is insufficient for CUDA
-// runtime version", "no CUDA-capable device is detected", ...), so that a broken driver is told
-// apart from a machine without a GPU.
-std::string cuda_unavailable_reason();
-
 namespace detail {
-// The CUDA backend installs its device counter and the text of its failure here when it is built
-// (engine/ knows nothing of CUDA itself; see cuda/runtime.cu).
-void set_cuda_device_count_hook(int (*hook)(), std::string (*reason)());
+// The CUDA backend installs its device counter here when it is built (engine/ knows nothing of
+// CUDA itself; see cuda/runtime.cu).
+void set_cuda_device_count_hook(int (*hook)());
 }  // namespace detail
 
 }  // namespace lsf

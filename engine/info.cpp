@@ -64,7 +64,7 @@ std::string build_info() {
        << p.major << "." << p.minor << ")\n";
   }
   if (cuda_kernels > 0 && cuda::device_count() == 0)
-    os << "          (no usable CUDA device: " << cuda_unavailable_reason() << ")\n";
+    os << "          (no usable CUDA device: " << cuda::unavailable_reason() << ")\n";
   os << "kernels:  " << all_kernels().size() << " registered\n";
   return os.str();
 }

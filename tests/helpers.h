@@ -25,8 +25,8 @@ namespace lsf::test {
   do {                                                                                            \
     if (!::lsf::cuda_is_available()) {                                                            \
       if (::lsf::test::cuda_expected())                                                           \
-        FAIL("LSF_EXPECT_CUDA=1, but no usable CUDA device: " << ::lsf::cuda_unavailable_reason()); \
-      WARN("skipped: no usable CUDA device (" << ::lsf::cuda_unavailable_reason() << ")");        \
+        FAIL("LSF_EXPECT_CUDA=1, but no usable CUDA device: " << ::lsf::cuda::unavailable_reason()); \
+      WARN("skipped: no usable CUDA device (" << ::lsf::cuda::unavailable_reason() << ")");        \
       return;                                                                                     \
     }                                                                                             \
   } while (0)
