@@ -56,7 +56,7 @@ __device__ __forceinline__ void store_element(int64_t flat, double v, int8_t sta
 
 // K == 1: x [N, C]; G threads per row.
 template <typename T, typename I, int G>
-__global__ void ce_forward_rows_kernel(T* __restrict__ loss, T* __restrict__ lse, double* __restrict__ elem,
+__global__ void __launch_bounds__(kBlockThreads<G>) ce_forward_rows_kernel(T* __restrict__ loss, acc_t<T>* __restrict__ lse, double* __restrict__ elem,
                                        int8_t* __restrict__ stat, const T* __restrict__ x, const I* __restrict__ target,
                                        int64_t N, int64_t C, int64_t ignore_index, Smoothing sm) {
   using A = acc_t<T>;
@@ -81,7 +81,7 @@ __global__ void ce_forward_rows_kernel(T* __restrict__ loss, T* __restrict__ lse
     s = group_reduce<G>(s, SumOp{}, shared);
     if (!active || lane != 0) continue;
     const double l = double(m) + dm::log(double(s));
-    lse[r] = cast<T>(l);
+    lse[r] = A(l);  // f32 for 16-bit logits (ops/loss.cpp)
     const I t = target[r];
     const int8_t status = classify(t, C, ignore_index);
     double v = 0;
@@ -95,7 +95,7 @@ __global__ void ce_forward_rows_kernel(T* __restrict__ loss, T* __restrict__ lse
 
 // K > 1: x [N, C, K]; one thread per element (n, k).
 template <typename T, typename I>
-__global__ void ce_forward_columns_kernel(T* __restrict__ loss, T* __restrict__ lse, double* __restrict__ elem,
+__global__ void ce_forward_columns_kernel(T* __restrict__ loss, acc_t<T>* __restrict__ lse, double* __restrict__ elem,
                                           int8_t* __restrict__ stat, const T* __restrict__ x,
                                           const I* __restrict__ target, int64_t N, int64_t C, int64_t K,
                                           int64_t ignore_index, Smoothing sm) {
@@ -113,7 +113,7 @@ __global__ void ce_forward_columns_kernel(T* __restrict__ loss, T* __restrict__ 
     A s = 0;
     for (int64_t c = 0; c < C; ++c) s += dm::exp(cast<A>(xb[c * K]) - m);
     const double l = double(m) + dm::log(double(s));
-    lse[flat] = cast<T>(l);
+    lse[flat] = A(l);
     const I t = target[flat];
     const int8_t status = classify(t, C, ignore_index);
     double v = 0;
@@ -154,7 +154,7 @@ struct DeviceStats {
 // One block of 1024 threads: Σ elem, the number counted, and the first bad target, each
 // thread over a strided share and then a tree: the same order on every run.
 template <typename I>
-__global__ void loss_stats_kernel(DeviceStats* __restrict__ out, const double* __restrict__ elem,
+__global__ void __launch_bounds__(1024) loss_stats_kernel(DeviceStats* __restrict__ out, const double* __restrict__ elem,
                                   const int8_t* __restrict__ stat, const I* __restrict__ target, int64_t total) {
   __shared__ double shared_sum[32];
   __shared__ long long shared_int[32];
@@ -232,12 +232,12 @@ ClassLossStats cross_entropy_forward(const Tensor& loss, const Tensor& lse, cons
       if (g.K == 1) {
         with_group(g.C, [&]<int G>() {
           ce_forward_rows_kernel<T, I, G><<<blocks_for(g.N, kRowsPerBlock<G>), kBlockThreads<G>, 0, stream>>>(
-              pl, ptr<T>(lse), scratch.elem_ptr(), scratch.stat_ptr(), ptr<const T>(logits), ptr<const I>(target), g.N,
+              pl, ptr<acc_t<T>>(lse), scratch.elem_ptr(), scratch.stat_ptr(), ptr<const T>(logits), ptr<const I>(target), g.N,
               g.C, ignore_index, sm);
         });
       } else {
         ce_forward_columns_kernel<T, I><<<blocks_for(total), kThreads, 0, stream>>>(
-            pl, ptr<T>(lse), scratch.elem_ptr(), scratch.stat_ptr(), ptr<const T>(logits), ptr<const I>(target), g.N,
+            pl, ptr<acc_t<T>>(lse), scratch.elem_ptr(), scratch.stat_ptr(), ptr<const T>(logits), ptr<const I>(target), g.N,
             g.C, g.K, ignore_index, sm);
       }
       LSF_CUDA_CHECK_LAUNCH("cross_entropy_forward_kernel");
@@ -250,7 +250,7 @@ ClassLossStats cross_entropy_forward(const Tensor& loss, const Tensor& lse, cons
 // dx [N, C, K] elementwise; Index: 32-bit when N·C·K fits, else 64-bit.
 template <typename T, typename I, typename Index>
 __global__ void ce_backward_kernel(T* __restrict__ dx, const T* __restrict__ dloss, int64_t gstride,
-                                   const T* __restrict__ x, const T* __restrict__ lse, const I* __restrict__ target,
+                                   const T* __restrict__ x, const acc_t<T>* __restrict__ lse, const I* __restrict__ target,
                                    Index C, Index K, Index total, int64_t ignore_index, Smoothing sm, double scale) {
   using A = acc_t<T>;
   for (Index i = Index(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += Index(gridDim.x) * blockDim.x) {
@@ -262,7 +262,7 @@ __global__ void ce_backward_kernel(T* __restrict__ dx, const T* __restrict__ dlo
       continue;
     }
     const A gv = A(scale * double(cast<A>(dloss[int64_t(flat) * gstride])));
-    A v = gv * dm::exp(cast<A>(x[i]) - cast<A>(lse[flat])) - A(double(gv) * sm.uniform);
+    A v = gv * dm::exp(cast<A>(x[i]) - lse[flat]) - A(double(gv) * sm.uniform);
     if (int64_t(c) == t) v -= A(double(gv) * sm.keep);
     dx[i] = cast<T>(v);
   }
@@ -285,7 +285,7 @@ void cross_entropy_backward(const Tensor& dlogits, const Tensor& dloss, const Te
     dispatch_cuda_index(target.dtype(), "cross_entropy backward", [&]<typename I>() {
       auto go = [&]<typename Index>() {
         ce_backward_kernel<T, I, Index><<<blocks_for(total), kThreads, 0, current_stream()>>>(
-            ptr<T>(dlogits), ptr<const T>(dloss), gstride, ptr<const T>(logits), ptr<const T>(lse),
+            ptr<T>(dlogits), ptr<const T>(dloss), gstride, ptr<const T>(logits), ptr<const acc_t<T>>(lse),
             ptr<const I>(target), Index(g.C), Index(g.K), Index(total), ignore_index, sm, scale);
       };
       if (total < (int64_t(1) << 31)) go.template operator()<uint32_t>();

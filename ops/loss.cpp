@@ -93,7 +93,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
                                       << " (input shape " << logits.shape() << ")";
   const Tensor x = contiguous_detached(logits).view({L.N, L.C, L.K});
   const Tensor t = contiguous_detached(target).view({L.N, L.K});
-  Tensor lse = empty({L.N, L.K}, logits.options());
+  // lse stays in f32 for 16-bit logits: the backward's exp(x − lse) turns an error δ in lse into
+  // a relative error δ in every softmax value, and a bf16 lse near 10 is off by up to 2^-5.
+  const DType lse_dtype = logits.dtype() == kBF16 || logits.dtype() == kF16 ? kF32 : logits.dtype();
+  Tensor lse = empty({L.N, L.K}, logits.options().dtype(lse_dtype));
   Tensor per_element = options.reduction == Reduction::None ? empty({L.N, L.K}, logits.options()) : Tensor();
   ClassLossStats st;
   if (L.N * L.K > 0) st = cross_entropy_forward_kernel(logits.device(), per_element, lse, x, t, options.ignore_index, eps);

@@ -18,7 +18,8 @@ struct ClassLossStats {
 };
 
 // loss [N, K] (overwritten; may be undefined when only the sum is wanted) and lse [N, K]
-// (log Σ_c exp(logits), overwritten; what the backward reuses) from logits [N, C, K] and
+// (log Σ_c exp(logits), overwritten; what the backward reuses; f32 for bf16/f16 logits, whose
+// rounding would otherwise scale every softmax value of the backward) from logits [N, C, K] and
 // target [N, K]. Ignored elements get loss 0.
 LSF_DECLARE_KERNEL(cross_entropy_forward_kernel, ClassLossStats(const Tensor& loss, const Tensor& lse, const Tensor& logits, const Tensor& target, int64_t ignore_index, double label_smoothing));
 // dlogits [N, C, K] (overwritten) = scale·dloss·(softmax(logits) − (1 − ε)·onehot(target) − ε/C),
