@@ -274,7 +274,7 @@ TEST_CASE("cuda allocator: statistics and reuse", "[cuda]") {
   CHECK(s4.current_bytes == s0.current_bytes);
 }
 
-TEST_CASE("cuda allocator: out of memory is an error with the size and the statistics", "[cuda]") {
+TEST_CASE("cuda allocator: out of memory is an error with the size and the statistics", "[cuda][oom]") {
   LSF_REQUIRE_CUDA_DEVICE();
   const int64_t huge = int64_t(1) << 46;  // 64 TiB: more than any GPU has
   CHECK_THROWS_WITH(empty({huge}, TensorOptions(kU8).device(kGpu)),
