@@ -438,6 +438,19 @@ TEST_CASE("long_short_attention CUDA kernels: random shapes, deterministic backw
   }
 }
 
+TEST_CASE("long_short_attention CUDA kernels at the LRA's sizes: n 4096, e 32, R 256 and 254", "[cuda][cuda_long_short]") {
+  LSF_REQUIRE_CUDA_DEVICE();
+  // The LRA Retrieval "best" geometry (B 2, h 2, e 32): the projected slots alone (w 0, one
+  // sequence padded) and beside a one-token window. R·e this large is what bounds the row
+  // kernels' shared memory (the staged K̄/V̄ and the dK̄/dV̄ partial sums).
+  const Case cases[] = {{2, 2, 4096, 32, 256, 0, false, {4096, 3001}}, {2, 2, 4096, 32, 254, 1, false, {}}};
+  for (const Case& c : cases) {
+    INFO(describe(c));
+    const Inputs in = make_inputs(c, 31);
+    compare(run(in, c, kCUDA, kF32, {}), run(in, c, kCPU, kF32, {}), c, kF32);
+  }
+}
+
 TEST_CASE("long_short_attention on CUDA tensors: the op and its gradients equal the CPU op", "[cuda][cuda_long_short]") {
   LSF_REQUIRE_CUDA_DEVICE();
   // Through the public op and autograd (needs the rest of the CUDA backend: copies, fills,

@@ -2,7 +2,7 @@
 // cross-entropy and nll_loss against the CPU kernels,
 // forward and backward: last-dim rows (short, block-sized, longer than a block), softmax over
 // an inner dim (the column kernels), non-contiguous inputs, [N, C, d1, d2] losses with
-// ignore_index, label smoothing, every reduction and i32 targets, f32/f64/bf16.
+// ignore_index, label smoothing, every reduction and i32 targets, f32/f64/bf16/f16.
 // [cuda] cases skip without a device.
 //
 // Tolerances use Higham's bound for a sum in a given order: within (L + depth)·u·Σ|terms| of
@@ -37,6 +37,9 @@ double sum_err(int64_t n, DType t, bool columns = false) {
 // Extra relative error of a 16-bit result: its rounding, ½ ulp = u of the format, against
 // an f32 reference that is itself not rounded: 2u to be safe at ties.
 double storage_err(DType t) { return t == kBF16 || t == kF16 ? 2.0 * unit_roundoff(t) : 0.0; }
+// Below f16's smallest normal (2^-14) its rounding is absolute: half the subnormal step 2^-24
+// (softmax values of long rows live there). bf16 shares f32's exponent range: negligible.
+double subnormal_err(DType t) { return t == kF16 ? 0x1p-25 : 0.0; }
 
 Tensor softmax_op(bool log, const Tensor& x, int64_t dim) { return log ? log_softmax(x, dim) : softmax(x, dim); }
 
@@ -55,7 +58,7 @@ TEST_CASE("CUDA softmax and log_softmax match the CPU forward and backward", "[c
       {{4, 9, 6}, 1},      // inner dim: one thread per column
       {{300, 5}, 0},       // leading dim
   };
-  for (DType t : {kF32, kF64, kBF16}) {
+  for (DType t : {kF32, kF64, kBF16, kF16}) {
     for (const Case& c : cases) {
       const int64_t d = c.dim < 0 ? c.dim + int64_t(c.shape.size()) : c.dim;
       const int64_t n = c.shape[size_t(d)];
@@ -73,7 +76,7 @@ TEST_CASE("CUDA softmax and log_softmax match the CPU forward and backward", "[c
         // (log_softmax: absolute, plus one rounding of |max + log Σ| ≤ u·max|y|).
         const double e = 2.0 * serr(n) + 6.0 * compute_u(t);
         if (log) check_gpu(yg, yc.detach(), e + (compute_u(t) + storage_err(t)) * max_abs(yc), storage_err(t));
-        else check_gpu(yg, yc.detach(), 0.0, e + storage_err(t));
+        else check_gpu(yg, yc.detach(), subnormal_err(t), e + storage_err(t));
         yc.backward(cpu_ref(dy));
         yg.backward(gpu(dy));
         // softmax: dx = y·(dy − Σ dy·y); Σ has error ≤ 2·sum_err·max|dy| (Σ y = 1), times y ≤ 1.
@@ -133,7 +136,7 @@ TEST_CASE("CUDA layer_norm matches the CPU forward and backward", "[cuda]") {
       {{2, 20000}, {20000}},     // longer than a block
       {{700, 40}, {40}},         // many rows: the dweight/dbias split over blocks
   };
-  for (DType t : {kF32, kF64, kBF16}) {
+  for (DType t : {kF32, kF64, kBF16, kF16}) {
     for (const Case& c : cases) {
       for (int affine = 0; affine < 3; ++affine) {  // none, weight only, weight and bias
         INFO(dtype_name(t) << " shape " << test::str(c.shape) << " affine " << affine);
@@ -199,7 +202,7 @@ TEST_CASE("CUDA cross_entropy and nll_loss match the CPU forward and backward", 
       {{4, 5, 3, 7}, 0.2},      // [N, C, d1, d2]: a thread per position
       {{11}, 0.0},              // a single sample [C] with a 0-d target
   };
-  for (DType t : {kF32, kF64, kBF16}) {
+  for (DType t : {kF32, kF64, kBF16, kF16}) {
     for (const Case& c : cases) {
       const int64_t C = c.logits.size() == 1 ? c.logits[0] : c.logits[1];
       Shape tshape;

@@ -73,7 +73,7 @@ TEST_CASE("CUDA sum and mean match the CPU over every dim pattern", "[cuda]") {
   LSF_REQUIRE_CUDA_DEVICE();
   const Shape shape{5, 37, 66};
   const std::vector<std::vector<int64_t>> patterns{{}, {2}, {0}, {1}, {0, 2}, {-1, 0}, {1, 2}};
-  for (DType t : {kF32, kF64, kBF16}) {
+  for (DType t : {kF32, kF64, kBF16, kF16}) {
     Tensor x = random_tensor(shape, t, 1);
     for (bool permuted : {false, true}) {
       // The permuted case reduces a non-contiguous view (the CPU path copies, ours maps offsets).
@@ -144,7 +144,7 @@ TEST_CASE("CUDA max/min with indices and argmax/argmin: first of ties, NaN wins"
   Generator g(4);
   for (int64_t n : {33, 1500}) {
     Tensor ints = mul(rand({6, n, 5}, TensorOptions(kF64), &g), 5.0).to(kI64).to(kF64);
-    for (DType t : {kF32, kF64, kBF16}) {
+    for (DType t : {kF32, kF64, kBF16, kF16}) {
       Tensor x = ints.to(t);
       for (int64_t dim : {0, 1, 2}) {
         INFO(dtype_name(t) << " n " << n << " dim " << dim);
