@@ -274,6 +274,17 @@ TEST_CASE("cuda allocator: statistics and reuse", "[cuda]") {
   CHECK(s4.current_bytes == s0.current_bytes);
 }
 
+TEST_CASE("cuda::unavailable_reason says why no device is usable, and nothing when one is", "[cuda_host]") {
+  if (cuda::device_count() > 0) {
+    CHECK(cuda::unavailable_reason().empty());
+  } else if (!cuda::built()) {
+    CHECK(cuda::unavailable_reason() == "this build has no CUDA backend");
+  } else {
+    // The CUDA runtime's own text (a machine without a driver or a GPU, like CI's), never empty.
+    CHECK_FALSE(cuda::unavailable_reason().empty());
+  }
+}
+
 TEST_CASE("cuda allocator: out of memory is an error with the size and the statistics", "[cuda][oom]") {
   LSF_REQUIRE_CUDA_DEVICE();
   const int64_t huge = int64_t(1) << 46;  // 64 TiB: more than any GPU has
