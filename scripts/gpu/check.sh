@@ -21,15 +21,7 @@ mkdir -p "$logs"
 root=$PWD
 t0=$(date +%s)
 say() { echo "== $* (t=$(( $(date +%s) - t0 )) s)"; }
-work=$(mktemp -d)
-tar xJf "$bundle" -C "$work" || { echo "cannot unpack $bundle" >&2; exit 1; }
-# CUDA's libraries on the device machine: the toolkit's, or the ones PyTorch's wheels carry.
-libdirs=""
-for name in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
-  p=$(find /usr/local /opt /usr/lib -name "$name" 2>/dev/null | head -1)
-  [[ -n "$p" ]] && libdirs="$libdirs:$(dirname "$p")"
-done
-export LD_LIBRARY_PATH="$work/lib$libdirs:/usr/local/nvidia/lib64:${LD_LIBRARY_PATH:-}"
+source "$(dirname "$0")/unpack.sh"
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
   ldd "$work/bin/lsf" | grep 'not found'

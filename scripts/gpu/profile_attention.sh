@@ -11,14 +11,7 @@ set -u
 bundle=${1:-.gpu/bundle.tar.xz}
 logs=${OUT:-gpu-logs}
 mkdir -p "$logs"
-work=$(mktemp -d)
-tar xJf "$bundle" -C "$work" || { echo "cannot unpack $bundle" >&2; exit 1; }
-libdirs=""
-for name in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
-  p=$(find /usr/local /opt /usr/lib -name "$name" 2>/dev/null | head -1)
-  [[ -n "$p" ]] && libdirs="$libdirs:$(dirname "$p")"
-done
-export LD_LIBRARY_PATH="$work/lib$libdirs:/usr/local/nvidia/lib64:${LD_LIBRARY_PATH:-}"
+source "$(dirname "$0")/unpack.sh"
 for w in 128 8; do
   timeout 200 ncu --clock-control none -k regex:'^ls_' -c 8 \
     --section SpeedOfLight --section LaunchStats --section Occupancy --section MemoryWorkloadAnalysis \
