@@ -24,9 +24,10 @@ using namespace ka;
 
 // y, x [rows, n]; mean, rstd [rows]; w, b [n] or null.
 template <typename T, int G>
-__global__ void __launch_bounds__(kBlockThreads<G>) layer_norm_forward_cuda_kernel(T* __restrict__ y, T* __restrict__ mean, T* __restrict__ rstd,
-                                          const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
-                                          int64_t rows, int64_t n, acc_t<T> eps) {
+__global__ void __launch_bounds__(kBlockThreads<G>)
+    layer_norm_forward_cuda_kernel(T* __restrict__ y, T* __restrict__ mean, T* __restrict__ rstd,
+                                   const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
+                                   int64_t rows, int64_t n, acc_t<T> eps) {
   using A = acc_t<T>;
   __shared__ A shared[32];
   const int lane = threadIdx.x % G;
@@ -64,9 +65,10 @@ __global__ void __launch_bounds__(kBlockThreads<G>) layer_norm_forward_cuda_kern
 
 // dx, dy, x [rows, n]; mean, rstd [rows]; w [n] or null.
 template <typename T, int G>
-__global__ void __launch_bounds__(kBlockThreads<G>) layer_norm_dx_kernel(T* __restrict__ dx, const T* __restrict__ dy, const T* __restrict__ x,
-                                     const T* __restrict__ mean, const T* __restrict__ rstd, const T* __restrict__ w,
-                                     int64_t rows, int64_t n) {
+__global__ void __launch_bounds__(kBlockThreads<G>)
+    layer_norm_dx_kernel(T* __restrict__ dx, const T* __restrict__ dy, const T* __restrict__ x,
+                         const T* __restrict__ mean, const T* __restrict__ rstd, const T* __restrict__ w,
+                         int64_t rows, int64_t n) {
   using A = acc_t<T>;
   __shared__ A shared[32];
   const int lane = threadIdx.x % G;

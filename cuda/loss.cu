@@ -56,9 +56,10 @@ __device__ __forceinline__ void store_element(int64_t flat, double v, int8_t sta
 
 // K == 1: x [N, C]; G threads per row.
 template <typename T, typename I, int G>
-__global__ void __launch_bounds__(kBlockThreads<G>) ce_forward_rows_kernel(T* __restrict__ loss, acc_t<T>* __restrict__ lse, double* __restrict__ elem,
-                                       int8_t* __restrict__ stat, const T* __restrict__ x, const I* __restrict__ target,
-                                       int64_t N, int64_t C, int64_t ignore_index, Smoothing sm) {
+__global__ void __launch_bounds__(kBlockThreads<G>)
+    ce_forward_rows_kernel(T* __restrict__ loss, acc_t<T>* __restrict__ lse, double* __restrict__ elem,
+                           int8_t* __restrict__ stat, const T* __restrict__ x, const I* __restrict__ target,
+                           int64_t N, int64_t C, int64_t ignore_index, Smoothing sm) {
   using A = acc_t<T>;
   __shared__ A shared[32];
   const int lane = threadIdx.x % G;
@@ -154,8 +155,9 @@ struct DeviceStats {
 // One block of 1024 threads: Σ elem, the number counted, and the first bad target, each
 // thread over a strided share and then a tree: the same order on every run.
 template <typename I>
-__global__ void __launch_bounds__(1024) loss_stats_kernel(DeviceStats* __restrict__ out, const double* __restrict__ elem,
-                                  const int8_t* __restrict__ stat, const I* __restrict__ target, int64_t total) {
+__global__ void __launch_bounds__(1024)
+    loss_stats_kernel(DeviceStats* __restrict__ out, const double* __restrict__ elem,
+                      const int8_t* __restrict__ stat, const I* __restrict__ target, int64_t total) {
   __shared__ double shared_sum[32];
   __shared__ long long shared_int[32];
   constexpr long long kNone = std::numeric_limits<long long>::max();
@@ -232,13 +234,13 @@ ClassLossStats cross_entropy_forward(const Tensor& loss, const Tensor& lse, cons
       if (g.K == 1) {
         with_group(g.C, [&]<int G>() {
           ce_forward_rows_kernel<T, I, G><<<blocks_for(g.N, kRowsPerBlock<G>), kBlockThreads<G>, 0, stream>>>(
-              pl, ptr<acc_t<T>>(lse), scratch.elem_ptr(), scratch.stat_ptr(), ptr<const T>(logits), ptr<const I>(target), g.N,
-              g.C, ignore_index, sm);
+              pl, ptr<acc_t<T>>(lse), scratch.elem_ptr(), scratch.stat_ptr(), ptr<const T>(logits),
+              ptr<const I>(target), g.N, g.C, ignore_index, sm);
         });
       } else {
         ce_forward_columns_kernel<T, I><<<blocks_for(total), kThreads, 0, stream>>>(
-            pl, ptr<acc_t<T>>(lse), scratch.elem_ptr(), scratch.stat_ptr(), ptr<const T>(logits), ptr<const I>(target), g.N,
-            g.C, g.K, ignore_index, sm);
+            pl, ptr<acc_t<T>>(lse), scratch.elem_ptr(), scratch.stat_ptr(), ptr<const T>(logits),
+            ptr<const I>(target), g.N, g.C, g.K, ignore_index, sm);
       }
       LSF_CUDA_CHECK_LAUNCH("cross_entropy_forward_kernel");
       result = scratch.finish(ptr<const I>(target), total, stream);
@@ -250,8 +252,9 @@ ClassLossStats cross_entropy_forward(const Tensor& loss, const Tensor& lse, cons
 // dx [N, C, K] elementwise; Index: 32-bit when N·C·K fits, else 64-bit.
 template <typename T, typename I, typename Index>
 __global__ void ce_backward_kernel(T* __restrict__ dx, const T* __restrict__ dloss, int64_t gstride,
-                                   const T* __restrict__ x, const acc_t<T>* __restrict__ lse, const I* __restrict__ target,
-                                   Index C, Index K, Index total, int64_t ignore_index, Smoothing sm, double scale) {
+                                   const T* __restrict__ x, const acc_t<T>* __restrict__ lse,
+                                   const I* __restrict__ target, Index C, Index K, Index total, int64_t ignore_index,
+                                   Smoothing sm, double scale) {
   using A = acc_t<T>;
   for (Index i = Index(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += Index(gridDim.x) * blockDim.x) {
     const Index k = i % K, c = (i / K) % C, n = i / (C * K);

@@ -168,7 +168,8 @@ void gemm_16bit_summed(const Tensor& c, const Tensor& a, const Tensor& b, double
     }
   }
   const Tensor products = empty(c.shape(), TensorOptions(kF32).device(c.device()));
-  const gemm_plan::Plan plan = gemm_plan::make_plan(products.shape(), a.strides(), b.strides(), products.strides(), a.size(-1));
+  const gemm_plan::Plan plan =
+      gemm_plan::make_plan(products.shape(), a.strides(), b.strides(), products.strides(), a.size(-1));
   run_plan(plan, products, a, b, alpha, 0.0, /*c_f32=*/true);
   const Tensor sum = empty(c_real.shape(), products.options());
   reduce_kernel(c.device(), ReduceOp::Sum, sum, products, summed);

@@ -62,9 +62,10 @@ __device__ __forceinline__ A group_combine(ReduceOp op, A v, A* shared) {
 // group g reduces split g % splits of output g / splits. With splits == 1 the result goes to
 // out, else to partial[row·splits + split].
 template <typename X, typename O, int G>
-__global__ void __launch_bounds__(kBlockThreads<G>) reduce_rows_kernel(ReduceOp op, O* __restrict__ out, reduce_acc_t<X>* __restrict__ partial,
-                                   const X* __restrict__ x, OffsetCalc<1> kept, OffsetCalc<1> red, int64_t rows,
-                                   int64_t n, int64_t splits) {
+__global__ void __launch_bounds__(kBlockThreads<G>)
+    reduce_rows_kernel(ReduceOp op, O* __restrict__ out, reduce_acc_t<X>* __restrict__ partial,
+                       const X* __restrict__ x, OffsetCalc<1> kept, OffsetCalc<1> red, int64_t rows,
+                       int64_t n, int64_t splits) {
   using A = reduce_acc_t<X>;
   __shared__ A shared[32];
   constexpr int kGroupsPerBlock = G == 32 ? 8 : 1;
@@ -247,8 +248,9 @@ __device__ __forceinline__ bool beats(bool is_max, A av, int64_t ai, A bv, int64
 // indices [rows] (row-major over x's dims other than `dim`); a group of G threads per row, as
 // reduce_rows_kernel. kept maps a row to its first element, `step` is x's stride along dim.
 template <typename X, int G>
-__global__ void __launch_bounds__(kBlockThreads<G>) arg_reduce_kernel_impl(bool is_max, int64_t* __restrict__ indices, const X* __restrict__ x,
-                                       OffsetCalc<1> kept, int64_t step, int64_t rows, int64_t n) {
+__global__ void __launch_bounds__(kBlockThreads<G>)
+    arg_reduce_kernel_impl(bool is_max, int64_t* __restrict__ indices, const X* __restrict__ x,
+                           OffsetCalc<1> kept, int64_t step, int64_t rows, int64_t n) {
   using A = reduce_acc_t<X>;
   __shared__ A shared_v[32];
   __shared__ int64_t shared_i[32];

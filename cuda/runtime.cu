@@ -11,8 +11,8 @@ namespace lsf::cuda {
 
 namespace {
 // cudaGetDeviceCount fails without a driver or a GPU: then there is no usable device, not an
-// error, but its text is kept (lsf::cuda::unavailable_reason) so that a broken or too old driver does
-// not pass for a machine without a GPU.
+// error, but its text is kept (lsf::cuda::unavailable_reason) so that a broken or too old driver
+// does not pass for a machine without a GPU.
 struct DeviceCount {
   int count = 0;
   std::string failure;

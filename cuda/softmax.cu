@@ -23,7 +23,8 @@ using namespace ka;
 
 // y, x [rows, n]. G threads per row (G = 32: 8 rows per 256-thread block; else blockDim = G).
 template <typename T, bool Log, int G>
-__global__ void __launch_bounds__(kBlockThreads<G>) softmax_rows_kernel(T* __restrict__ y, const T* __restrict__ x, int64_t rows, int64_t n) {
+__global__ void __launch_bounds__(kBlockThreads<G>)
+    softmax_rows_kernel(T* __restrict__ y, const T* __restrict__ x, int64_t rows, int64_t n) {
   using A = acc_t<T>;
   __shared__ A shared[32];
   const int lane = threadIdx.x % G;
@@ -75,8 +76,9 @@ __global__ void softmax_columns_kernel(T* __restrict__ y, const T* __restrict__ 
 
 // dx, dy, y [rows, n]; groups as softmax_rows_kernel.
 template <typename T, bool Log, int G>
-__global__ void __launch_bounds__(kBlockThreads<G>) softmax_backward_rows_kernel(T* __restrict__ dx, const T* __restrict__ dy, const T* __restrict__ y,
-                                             int64_t rows, int64_t n) {
+__global__ void __launch_bounds__(kBlockThreads<G>)
+    softmax_backward_rows_kernel(T* __restrict__ dx, const T* __restrict__ dy, const T* __restrict__ y,
+                                 int64_t rows, int64_t n) {
   using A = acc_t<T>;
   __shared__ A shared[32];
   const int lane = threadIdx.x % G;

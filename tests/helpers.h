@@ -21,14 +21,14 @@ namespace lsf::test {
 // Opens every [cuda] test: without a usable GPU the test ends here, saying why (CTest reports it
 // as skipped). With LSF_EXPECT_CUDA=1 in the environment (set it on a GPU machine) the missing
 // device is a failure instead, so a broken driver cannot turn the suite into skips.
-#define LSF_REQUIRE_CUDA_DEVICE()                                                                 \
-  do {                                                                                            \
-    if (!::lsf::cuda_is_available()) {                                                            \
-      if (::lsf::test::cuda_expected())                                                           \
+#define LSF_REQUIRE_CUDA_DEVICE()                                                                    \
+  do {                                                                                               \
+    if (!::lsf::cuda_is_available()) {                                                               \
+      if (::lsf::test::cuda_expected())                                                              \
         FAIL("LSF_EXPECT_CUDA=1, but no usable CUDA device: " << ::lsf::cuda::unavailable_reason()); \
-      WARN("skipped: no usable CUDA device (" << ::lsf::cuda::unavailable_reason() << ")");        \
-      return;                                                                                     \
-    }                                                                                             \
+      WARN("skipped: no usable CUDA device (" << ::lsf::cuda::unavailable_reason() << ")");          \
+      return;                                                                                        \
+    }                                                                                                \
   } while (0)
 
 // LSF_EXPECT_CUDA=1: the [cuda] tests must find a device (LSF_REQUIRE_CUDA_DEVICE).
