@@ -3,13 +3,17 @@
 //
 // Each case times one forward and one backward call (gradients dropped between calls, the
 // stream synchronised at the end of every call) with the sampling method of bench_timing.h,
-// and reports the median time per call and the achieved bandwidth: the minimal bytes the
+// and reports the median and the fastest time per call and the achieved bandwidth (at the
+// median): the minimal bytes the
 // computation must move (inputs and outputs of forward, gradient in, saved tensors read and
 // gradients out of backward — the formula is in each case) over the time. GEMMs report
 // TFLOP/s instead (three products: forward, dA, dB). A device-to-device copy of the same
-// bytes calibrates what "memory bound" can reach on this GPU.
+// bytes calibrates what "memory bound" can reach on this GPU. The elementwise operands are
+// [rows, 1024]: the default 32768 rows (128 MiB in f32) are well past an H100/H200's 50–60 MB
+// L2, so the bandwidth is device memory's; the first H200 run (bench/RESULTS.md) used 8192.
 //
-//   build/bench/bench_cuda_ops [--filter TEXT] [--dtype f32|bf16] [--json]
+//   build/bench/bench_cuda_ops [--filter TEXT] [--dtype f32|bf16] [--rows N] [--json]
+// bench/run_gpu.py runs it beside bench/torch_cuda_ops.py and tabulates the ratios.
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -17,6 +21,7 @@
 
 #include <lsformer/lsformer.h>
 
+#include "bench_cli.h"
 #include "bench_timing.h"
 
 using namespace lsf;
@@ -26,6 +31,7 @@ namespace {
 struct Options {
   std::string filter;
   DType dtype = kF32;
+  int64_t rows = 32768;
   bool json = false;
 };
 
@@ -42,9 +48,10 @@ void report(const Options& o, const Case& c, const bench::Timing& t, int64_t ele
   const double tflops = c.flops > 0 ? c.flops / seconds / 1e12 : 0.0;
   if (o.json) {
     std::cout << "{\"case\": \"" << c.name << "\", \"dtype\": \"" << o.dtype << "\", \"ms\": " << t.median_ms
-              << ", \"gbps\": " << gbps << ", \"tflops\": " << tflops << "}\n";
+              << ", \"min_ms\": " << t.min_ms << ", \"gbps\": " << gbps << ", \"tflops\": " << tflops << "}\n";
   } else {
-    std::printf("%-28s %10.4f ms  %8.1f GB/s  %6.1f TFLOP/s\n", c.name.c_str(), t.median_ms, gbps, tflops);
+    std::printf("%-28s %10.4f ms (fastest %10.4f)  %8.1f GB/s  %6.1f TFLOP/s\n", c.name.c_str(), t.median_ms,
+                t.min_ms, gbps, tflops);
   }
 }
 
@@ -56,13 +63,20 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--filter" && i + 1 < argc) {
       o.filter = argv[++i];
-    } else if (a == "--dtype" && i + 1 < argc) {
-      const std::string d = argv[++i];
-      o.dtype = d == "bf16" ? kBF16 : kF32;
+    } else if (a == "--dtype" && i + 1 < argc && (std::string(argv[i + 1]) == "f32" || std::string(argv[i + 1]) == "bf16")) {
+      o.dtype = std::string(argv[++i]) == "bf16" ? kBF16 : kF32;
+    } else if (a == "--rows" && i + 1 < argc) {
+      const std::string v = argv[++i];
+      try {
+        o.rows = bench::int_at_least(v, 1);
+      } catch (const std::exception&) {
+        std::cerr << "bench_cuda_ops: --rows expects an integer ≥ 1, got '" << v << "'\n";
+        return 2;
+      }
     } else if (a == "--json") {
       o.json = true;
     } else {
-      std::cerr << "usage: bench_cuda_ops [--filter TEXT] [--dtype f32|bf16] [--json]\n";
+      std::cerr << "usage: bench_cuda_ops [--filter TEXT] [--dtype f32|bf16] [--rows N] [--json]\n";
       return a == "--help" ? 0 : 2;
     }
   }
@@ -72,7 +86,7 @@ int main(int argc, char** argv) {
   }
   if (!o.json) std::cout << cuda::device_properties(0).name << "\n";
 
-  const int64_t rows = 8192, cols = 1024, N = rows * cols;  // 8 Mi elements: 32 MiB in f32
+  const int64_t rows = o.rows, cols = 1024, N = rows * cols;  // 32768 rows: 128 MiB in f32
   const TensorOptions opt = TensorOptions(o.dtype).device(kCUDA);
   Generator gen(0);
   auto input = [&](const Shape& s) { return randn(s, TensorOptions(kF32), &gen).to(opt).requires_grad_(true); };

@@ -5,7 +5,7 @@ bidirectional long-short attention core (docs/transformer-ls.md §2.3 steps 7-12
 tiles, the way the official lra/attention_transformer_ls.py materialises them) and (b)
 torch.nn.functional.scaled_dot_product_attention over all n keys (the flash kernel in bf16/f16),
 on the shapes bench_cuda_attention.cpp times: batch 1, heads of dimension 64, n = 4K, 16K, 64K,
-(w, r) = (128, 32) and (8, 32). One JSON line per case: median ms per call (CUDA events), TFLOP/s
+(w, r) = (128, 32) and (8, 32). One JSON line per case: median and fastest ms per call (CUDA events), TFLOP/s
 by the same count as the C++ side (long-short: 14*B*h*n*S*e; full: 14*B*h*n*n*e).
 
     /usr/bin/python3 bench/torch_long_short_cuda.py --heads 8 --dtype bf16
@@ -41,6 +41,7 @@ def long_short_core(q, k, v, kbar, vbar, w):
 
 
 def time_ms(call, warmup=3, iters=10):
+    """Median and fastest ms per call over `iters` event-timed calls."""
     for _ in range(warmup):
         call()
     torch.cuda.synchronize()
@@ -53,7 +54,7 @@ def time_ms(call, warmup=3, iters=10):
         torch.cuda.synchronize()
         times.append(start.elapsed_time(end))
     times.sort()
-    return times[len(times) // 2]
+    return times[len(times) // 2], times[0]
 
 
 def main():
@@ -91,8 +92,8 @@ def main():
                         t.grad = None
                     fn().backward(dout)
 
-                ms = time_ms(call)
-                print(json.dumps({"case": name, "heads": h, "dtype": args.dtype, "ms": ms,
+                ms, min_ms = time_ms(call)
+                print(json.dumps({"case": name, "heads": h, "dtype": args.dtype, "ms": ms, "min_ms": min_ms,
                                   "tflops": flops / (ms * 1e-3) / 1e12,
                                   "peak_gib": torch.cuda.max_memory_allocated() / 2 ** 30}), flush=True)
             except torch.cuda.OutOfMemoryError:

@@ -3,8 +3,9 @@
 # every [cuda] test case with LSF_EXPECT_CUDA=1 (a missing device fails instead of skipping),
 # the suite once more with CUDA_LAUNCH_BLOCKING=1, compute-sanitizer (memcheck on every suite,
 # racecheck and synccheck on the shared-memory kernels), then, unless --no-bench, the GPU
-# benchmarks beside their PyTorch peers. Logs go to $OUT (the device tool's folder) or
-# ./gpu-logs; a summary table is printed last.
+# benchmarks beside their PyTorch peers (bench/run_gpu.py: markdown tables of medians, fastest
+# calls and speed-ups). Logs go to $OUT (the device tool's folder) or ./gpu-logs; a summary is
+# printed last.
 #
 #   bash scripts/gpu/check.sh [.gpu/bundle.tar.xz] [--no-bench]
 set -u
@@ -61,14 +62,10 @@ for f in "$work"/memcheck_*.log "$work"/racecheck_*.log "$work"/synccheck_*.log;
 done > "$logs/sanitizers.log"
 if [[ $bench == 1 ]]; then
   say benchmarks
-  {
-    for d in f32 bf16; do
-      echo "### lsformer ops $d"; timeout 60 "$work/bin/bench_cuda_ops" --dtype $d
-      echo "### PyTorch ops $d"; timeout 60 python3 bench/torch_cuda_ops.py --dtype $d
-      echo "### lsformer attention $d"; timeout 90 "$work/bin/bench_cuda_attention" --heads 8 --dtype $d
-      echo "### PyTorch attention $d"; timeout 90 python3 bench/torch_long_short_cuda.py --heads 8 --dtype $d
-    done
-  } > "$logs/bench.log" 2>&1
+  # Side by side, two rounds per dtype alternating which side runs first (~4 min on an H200).
+  timeout 420 python3 bench/run_gpu.py --bin "$work/bin" --rounds 2 --json-out "$logs/bench.json" \
+    > "$logs/bench.md" 2> "$logs/bench.log"
+  echo "bench/run_gpu.py rc=$?" >> "$logs/bench.log"
 fi
 say done
 echo "suite                  rc  blocking  result"
@@ -85,5 +82,5 @@ fail=0
 for f in "$work"/test_*.log "$work"/blocking_*.log "$work"/memcheck_*.log "$work"/racecheck_*.log "$work"/synccheck_*.log; do
   [[ "$(tail -1 "$f")" == "rc=0" ]] || fail=1
 done
-[[ $bench == 1 ]] && grep -v -i warning "$logs/bench.log" | grep -E '^(###|[a-z_(]|\{)' | cut -c1-150
+[[ $bench == 1 ]] && cat "$logs/bench.md" && tail -1 "$logs/bench.log"
 exit $fail
