@@ -12,7 +12,7 @@
 // (7·n·e) plus K̄, V̄ and their gradients (4·r·e) — over the bandwidth of a device-to-device
 // copy measured here on a buffer of the same size.
 //
-//   build/bench/bench_cuda_attention [--heads H] [--dtype f32|bf16] [--filter TEXT] [--json]
+//   build/bench/bench_cuda_attention [--heads H] [--dtype f32|bf16] [--filter TEXT] [--json] [--list]
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -28,59 +28,79 @@ using namespace lsf;
 namespace {
 
 struct Options {
+  int threads = 0;  // host threads (the GPU cases hardly use any)
+  std::string filter;
+  int warmup = 3;
+  int min_samples = 3;
+  int max_samples = 50;
+  double min_sample_ms = 1.0;
+  bool cpu_clock = false;
+  bool list = false;
+  double sample_s = 0.5;  // sampling time per case
   int64_t heads = 8;
   DType dtype = kF32;
-  std::string filter;
   bool json = false;
 };
+
+using Flag = bench::Flag<Options>;
+
+const std::vector<Flag>& flags() {
+  static const std::vector<Flag> table = [] {
+    std::vector<Flag> t = bench::common_flags<Options>("only cases whose name contains TEXT (e.g. 'n=16384 w=8 ')");
+    std::vector<Flag> own = {
+        {"--sample-time", "SECONDS", "sampling time per case (default 0.5)",
+         [](Options& o, const std::string& v) { o.sample_s = bench::number_at_least(v, 0); }},
+        {"--heads", "H", "heads of dimension 64 (default 8)",
+         [](Options& o, const std::string& v) { o.heads = bench::int_at_least(v, 1); }},
+        {"--dtype", "f32|bf16", "the operands' dtype (default f32)",
+         [](Options& o, const std::string& v) {
+           LSF_CHECK(v == "f32" || v == "bf16") << "--dtype: expected f32 or bf16, got " << v;
+           o.dtype = v == "bf16" ? kBF16 : kF32;
+         }},
+        {"--json", nullptr, "one JSON line per case", [](Options& o, const std::string&) { o.json = true; }},
+    };
+    t.insert(t.end(), own.begin(), own.end());
+    return t;
+  }();
+  return table;
+}
 
 struct Config {
   int64_t n, w, r;
 };
 
-}  // namespace
+const std::vector<Config> kConfigs = {{4096, 128, 32},  {4096, 8, 32},  {16384, 128, 32},
+                                      {16384, 8, 32}, {65536, 128, 32}, {65536, 8, 32}};
 
-int main(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--heads" && i + 1 < argc) {
-      const std::string v = argv[++i];
-      try {
-        o.heads = bench::int_at_least(v, 1);
-      } catch (const std::exception&) {
-        std::cerr << "bench_cuda_attention: --heads expects an integer ≥ 1, got '" << v << "'\n";
-        return 2;
-      }
-    } else if (a == "--dtype" && i + 1 < argc && (std::string(argv[i + 1]) == "f32" || std::string(argv[i + 1]) == "bf16")) {
-      o.dtype = std::string(argv[++i]) == "bf16" ? kBF16 : kF32;
-    } else if (a == "--filter" && i + 1 < argc) {
-      o.filter = argv[++i];
-    } else if (a == "--json") {
-      o.json = true;
-    } else {
-      std::cerr << "usage: bench_cuda_attention [--heads H] [--dtype f32|bf16] [--filter TEXT] [--json]\n";
-      return a == "--help" ? 0 : 2;
-    }
+std::string case_name(const Config& c) {
+  return "long_short n=" + std::to_string(c.n) + " w=" + std::to_string(c.w) + " r=" + std::to_string(c.r);
+}
+
+int run(const Options& o) {
+  std::vector<std::string> names;
+  for (const Config& c : kConfigs) names.push_back(case_name(c));
+  const std::vector<std::string> chosen = bench::filtered_cases(names, o.filter);
+  if (o.list) {
+    for (const std::string& n : chosen) std::cout << n << "\n";
+    return 0;
   }
-  if (cuda::device_count() == 0) {
-    std::cerr << "bench_cuda_attention: no usable CUDA device\n";
-    return 1;
-  }
+  LSF_CHECK(!o.cpu_clock) << "--clock cpu: GPU work is timed on the wall clock (the host waits for the device)";
+  LSF_CHECK(cuda::device_count() > 0) << "no usable CUDA device (" << cuda::unavailable_reason() << ")";
+  if (o.threads > 0) set_num_threads(o.threads);
   if (!o.json) std::cout << cuda::device_properties(0).name << ", " << o.heads << " heads of 64, " << o.dtype << "\n";
 
   const int64_t B = 1, h = o.heads, e = 64;
-  const std::vector<Config> configs = {{4096, 128, 32}, {4096, 8, 32},   {16384, 128, 32},
-                                       {16384, 8, 32},  {65536, 128, 32}, {65536, 8, 32}};
   bench::SamplingPlan plan;
-  plan.warmup = 3;
-  plan.sample_ms = 500;
+  plan.warmup = o.warmup;
+  plan.min_samples = o.min_samples;
+  plan.max_samples = o.max_samples;
+  plan.min_sample_ms = o.min_sample_ms;
+  plan.sample_ms = o.sample_s * 1e3;
   Generator gen(0);
   const TensorOptions opt = TensorOptions(o.dtype).device(kCUDA);
-  for (const Config& c : configs) {
-    const std::string name = "long_short n=" + std::to_string(c.n) + " w=" + std::to_string(c.w) +
-                             " r=" + std::to_string(c.r);
-    if (!o.filter.empty() && name.find(o.filter) == std::string::npos) continue;
+  for (const Config& c : kConfigs) {
+    const std::string name = case_name(c);
+    if (!bench::case_selected(o.filter, name)) continue;
     auto input = [&](const Shape& s, double scale) {
       return (randn(s, TensorOptions(kF32), &gen) * scale).to(opt).requires_grad_(true);
     };
@@ -120,4 +140,12 @@ int main(int argc, char** argv) {
     }
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return bench::run_main<Options>(argc, argv, "bench_cuda_attention",
+                                  "usage: bench_cuda_attention [options]   (a table, or JSON lines with --json)", flags(),
+                                  run);
 }

@@ -3,21 +3,22 @@
 //
 // Each case times one forward and one backward call (gradients dropped between calls, the
 // stream synchronised at the end of every call) with the sampling method of bench_timing.h,
-// and reports the median and the fastest time per call and the achieved bandwidth (at the
-// median): the minimal bytes the
-// computation must move (inputs and outputs of forward, gradient in, saved tensors read and
-// gradients out of backward — the formula is in each case) over the time. GEMMs report
+// and reports the median and the fastest time per call and the achieved bandwidth at the
+// median: the minimal bytes the computation must move (inputs and outputs of forward, gradient
+// in, saved tensors read and gradients out of backward — the formula is in each case) over the
+// time. GEMMs report
 // TFLOP/s instead (three products: forward, dA, dB). A device-to-device copy of the same
 // bytes calibrates what "memory bound" can reach on this GPU. The elementwise operands are
 // [rows, 1024]: the default 32768 rows (128 MiB in f32) are well past an H100/H200's 50–60 MB
 // L2, so the bandwidth is device memory's; the first H200 run (bench/RESULTS.md) used 8192.
 //
-//   build/bench/bench_cuda_ops [--filter TEXT] [--dtype f32|bf16] [--rows N] [--json]
+//   build/bench/bench_cuda_ops [--filter TEXT] [--dtype f32|bf16] [--rows N] [--json] [--list] (--help: all)
 // bench/run_gpu.py runs it beside bench/torch_cuda_ops.py and tabulates the ratios.
 #include <cstdio>
-#include <cstring>
+#include <functional>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include <lsformer/lsformer.h>
 
@@ -29,18 +30,87 @@ using namespace lsf;
 namespace {
 
 struct Options {
+  int threads = 0;  // host threads (the GPU cases hardly use any)
   std::string filter;
+  int warmup = 3;
+  int min_samples = 3;
+  int max_samples = 50;
+  double min_sample_ms = 1.0;
+  bool cpu_clock = false;
+  bool list = false;
+  double sample_s = 0.5;  // sampling time per case
   DType dtype = kF32;
   int64_t rows = 32768;
   bool json = false;
 };
 
+using Flag = bench::Flag<Options>;
+
+const std::vector<Flag>& flags() {
+  static const std::vector<Flag> table = [] {
+    std::vector<Flag> t = bench::common_flags<Options>("only cases whose name contains TEXT (e.g. softmax)");
+    std::vector<Flag> own = {
+        {"--sample-time", "SECONDS", "sampling time per case (default 0.5)",
+         [](Options& o, const std::string& v) { o.sample_s = bench::number_at_least(v, 0); }},
+        {"--dtype", "f32|bf16", "the operands' dtype (default f32)",
+         [](Options& o, const std::string& v) {
+           LSF_CHECK(v == "f32" || v == "bf16") << "--dtype: expected f32 or bf16, got " << v;
+           o.dtype = v == "bf16" ? kBF16 : kF32;
+         }},
+        {"--rows", "N", "rows of the [N, 1024] operands (default 32768: 128 MiB in f32)",
+         [](Options& o, const std::string& v) { o.rows = bench::int_at_least(v, 1); }},
+        {"--json", nullptr, "one JSON line per case", [](Options& o, const std::string&) { o.json = true; }},
+    };
+    t.insert(t.end(), own.begin(), own.end());
+    return t;
+  }();
+  return table;
+}
+
+// The operands every case reads, made once on the GPU.
+struct Operands {
+  Tensor x, y, dy, w, b, target, a_mm, b_mm, g_mm, dsum;
+};
+
 struct Case {
   std::string name;
   double bytes_per_element;  // minimal traffic, in elements of x, of forward + backward
-  double flops = 0;          // GEMMs: floating-point operations per call
-  std::function<void()> call;
+  double flops;              // GEMMs: floating-point operations per call (else 0)
+  std::function<Tensor(const Operands&)> forward;  // null: the copy calibration
+  std::function<Tensor(const Operands&)> gradient;  // the upstream gradient (null: a scalar loss)
+  std::function<std::vector<Tensor>(const Operands&)> leaves;
 };
+
+const std::vector<Case>& cases() {
+  using O = const Operands&;
+  static const std::vector<Case> table = {
+      {"copy (calibration)", 2, 0, nullptr, nullptr, nullptr},
+      // fwd: read x, y, write z; bwd: read dz, write dx, dy
+      {"add", 6, 0, [](O o) { return o.x + o.y; }, [](O o) { return o.dy; },
+       [](O o) { return std::vector<Tensor>{o.x, o.y}; }},
+      // fwd: read x, y, write z; bwd: read dz, x, y, write dx, dy
+      {"mul", 8, 0, [](O o) { return o.x * o.y; }, [](O o) { return o.dy; },
+       [](O o) { return std::vector<Tensor>{o.x, o.y}; }},
+      // fwd: read x, write y; bwd: read dy, x, write dx
+      {"gelu", 5, 0, [](O o) { return gelu(o.x); }, [](O o) { return o.dy; },
+       [](O o) { return std::vector<Tensor>{o.x}; }},
+      // fwd: read x, write y; bwd: read dy, y, write dx
+      {"softmax(dim=-1)", 5, 0, [](O o) { return softmax(o.x, -1); }, [](O o) { return o.dy; },
+       [](O o) { return std::vector<Tensor>{o.x}; }},
+      // fwd: read x, write y; bwd: read dy, x, write dx (weight/bias gradients are rows× smaller)
+      {"layer_norm", 5, 0, [](O o) { return layer_norm(o.x, {o.x.size(1)}, o.w, o.b); }, [](O o) { return o.dy; },
+       [](O o) { return std::vector<Tensor>{o.x, o.w, o.b}; }},
+      // fwd: read logits; bwd: read logits, write dlogits
+      {"cross_entropy", 3, 0, [](O o) { return cross_entropy(o.x.to(kF32), o.target); }, nullptr,
+       [](O o) { return std::vector<Tensor>{o.x}; }},
+      // fwd: read x; bwd: write dx
+      {"sum(dim=-1)", 2, 0, [](O o) { return sum(o.x, {-1}); }, [](O o) { return o.dsum; },
+       [](O o) { return std::vector<Tensor>{o.x}; }},
+      {"matmul 4096x1024x1024", 0, 3.0 * 2.0 * 4096.0 * 1024.0 * 1024.0, [](O o) { return matmul(o.a_mm, o.b_mm); },
+       [](O o) { return o.g_mm; }, [](O o) { return std::vector<Tensor>{o.a_mm, o.b_mm}; }},
+  };
+  return table;
+}
 
 void report(const Options& o, const Case& c, const bench::Timing& t, int64_t elements) {
   const double seconds = t.median_ms * 1e-3;
@@ -55,82 +125,67 @@ void report(const Options& o, const Case& c, const bench::Timing& t, int64_t ele
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--filter" && i + 1 < argc) {
-      o.filter = argv[++i];
-    } else if (a == "--dtype" && i + 1 < argc && (std::string(argv[i + 1]) == "f32" || std::string(argv[i + 1]) == "bf16")) {
-      o.dtype = std::string(argv[++i]) == "bf16" ? kBF16 : kF32;
-    } else if (a == "--rows" && i + 1 < argc) {
-      const std::string v = argv[++i];
-      try {
-        o.rows = bench::int_at_least(v, 1);
-      } catch (const std::exception&) {
-        std::cerr << "bench_cuda_ops: --rows expects an integer ≥ 1, got '" << v << "'\n";
-        return 2;
-      }
-    } else if (a == "--json") {
-      o.json = true;
-    } else {
-      std::cerr << "usage: bench_cuda_ops [--filter TEXT] [--dtype f32|bf16] [--rows N] [--json]\n";
-      return a == "--help" ? 0 : 2;
-    }
+int run(const Options& o) {
+  std::vector<std::string> names;
+  for (const Case& c : cases()) names.push_back(c.name);
+  const std::vector<std::string> chosen = bench::filtered_cases(names, o.filter);
+  if (o.list) {
+    for (const std::string& n : chosen) std::cout << n << "\n";
+    return 0;
   }
-  if (cuda::device_count() == 0) {
-    std::cerr << "bench_cuda_ops: no usable CUDA device\n";
-    return 1;
-  }
+  LSF_CHECK(!o.cpu_clock) << "--clock cpu: GPU work is timed on the wall clock (the host waits for the device)";
+  LSF_CHECK(cuda::device_count() > 0) << "no usable CUDA device (" << cuda::unavailable_reason() << ")";
+  if (o.threads > 0) set_num_threads(o.threads);
   if (!o.json) std::cout << cuda::device_properties(0).name << "\n";
 
-  const int64_t rows = o.rows, cols = 1024, N = rows * cols;  // 32768 rows: 128 MiB in f32
+  const int64_t rows = o.rows, cols = 1024, N = rows * cols;
   const TensorOptions opt = TensorOptions(o.dtype).device(kCUDA);
   Generator gen(0);
   auto input = [&](const Shape& s) { return randn(s, TensorOptions(kF32), &gen).to(opt).requires_grad_(true); };
-  const Tensor x = input({rows, cols}), y = input({rows, cols});
-  const Tensor dy = randn({rows, cols}, TensorOptions(kF32), &gen).to(opt);
-  const Tensor w = input({cols}), b = input({cols});
-  const Tensor target = (rand({rows}, TensorOptions(kF64), &gen) * double(cols)).to(kI64).to(kCUDA);
-  const Tensor a_mm = input({4096, 1024}), b_mm = input({1024, 1024});
-  const Tensor g_mm = randn({4096, 1024}, TensorOptions(kF32), &gen).to(opt);
+  auto grad = [&](const Shape& s) { return randn(s, TensorOptions(kF32), &gen).to(opt); };
+  Operands ops;
+  ops.x = input({rows, cols});
+  ops.y = input({rows, cols});
+  ops.dy = grad({rows, cols});
+  ops.w = input({cols});
+  ops.b = input({cols});
+  ops.target = (rand({rows}, TensorOptions(kF64), &gen) * double(cols)).to(kI64).to(kCUDA);
+  ops.a_mm = input({4096, 1024});
+  ops.b_mm = input({1024, 1024});
+  ops.g_mm = grad({4096, 1024});
+  ops.dsum = grad({rows});
 
-  auto fwd_bwd = [&](const std::function<Tensor()>& f, const Tensor& grad, std::vector<Tensor> leaves) {
-    return [f, grad, leaves] {
-      for (const Tensor& l : leaves) l.set_grad(Tensor());
-      Tensor out = f();
-      out.backward(grad.defined() ? grad : Tensor());
-      cuda::synchronize(0);
-    };
-  };
-  const Tensor none;
-  std::vector<Case> cases = {
-      {"copy (calibration)", 2, 0, [&] { Tensor c = x.detach().clone(); cuda::synchronize(0); }},
-      // fwd: read x, y, write z; bwd: read dz, write dx, dy
-      {"add", 6, 0, fwd_bwd([&] { return x + y; }, dy, {x, y})},
-      // fwd: read x, y, write z; bwd: read dz, x, y, write dx, dy
-      {"mul", 8, 0, fwd_bwd([&] { return x * y; }, dy, {x, y})},
-      // fwd: read x, write y; bwd: read dy, x, write dx
-      {"gelu", 5, 0, fwd_bwd([&] { return gelu(x); }, dy, {x})},
-      // fwd: read x, write y; bwd: read dy, y, write dx
-      {"softmax(dim=-1)", 5, 0, fwd_bwd([&] { return softmax(x, -1); }, dy, {x})},
-      // fwd: read x, write y; bwd: read dy, x, write dx (weight/bias gradients are rows× smaller)
-      {"layer_norm", 5, 0, fwd_bwd([&] { return layer_norm(x, {cols}, w, b); }, dy, {x, w, b})},
-      // fwd: read logits; bwd: read logits, write dlogits
-      {"cross_entropy", 3, 0, fwd_bwd([&] { return cross_entropy(x.to(kF32), target); }, none, {x})},
-      // fwd: read x; bwd: write dx
-      {"sum(dim=-1)", 2, 0, fwd_bwd([&] { return sum(x, {-1}); }, randn({rows}, TensorOptions(kF32), &gen).to(opt), {x})},
-      {"matmul 4096x1024x1024", 0, 3.0 * 2.0 * 4096.0 * 1024.0 * 1024.0,
-       fwd_bwd([&] { return matmul(a_mm, b_mm); }, g_mm, {a_mm, b_mm})},
-  };
   bench::SamplingPlan plan;
-  plan.warmup = 3;
-  plan.sample_ms = 500;
-  for (const Case& c : cases) {
-    if (!o.filter.empty() && c.name.find(o.filter) == std::string::npos) continue;
-    report(o, c, bench::time_call(c.call, plan), N);
+  plan.warmup = o.warmup;
+  plan.min_samples = o.min_samples;
+  plan.max_samples = o.max_samples;
+  plan.min_sample_ms = o.min_sample_ms;
+  plan.sample_ms = o.sample_s * 1e3;
+  for (const Case& c : cases()) {
+    if (!bench::case_selected(o.filter, c.name)) continue;
+    std::function<void()> call;
+    if (!c.forward) {
+      call = [&] {
+        Tensor copy = ops.x.detach().clone();
+        cuda::synchronize(0);
+      };
+    } else {
+      const std::vector<Tensor> leaves = c.leaves(ops);
+      const Tensor upstream = c.gradient ? c.gradient(ops) : Tensor();
+      call = [&c, &ops, leaves, upstream] {
+        for (const Tensor& l : leaves) l.set_grad(Tensor());
+        c.forward(ops).backward(upstream);
+        cuda::synchronize(0);
+      };
+    }
+    report(o, c, bench::time_call(call, plan), N);
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return bench::run_main<Options>(argc, argv, "bench_cuda_ops",
+                                  "usage: bench_cuda_ops [options]   (a table, or JSON lines with --json)", flags(), run);
 }
