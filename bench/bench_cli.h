@@ -82,6 +82,22 @@ void print_usage(std::ostream& os, const std::string& synopsis, const std::vecto
   }
 }
 
+// The flags of the GPU benchmarks (bench_cuda_ops, bench_cuda_attention) beyond common_flags:
+// Options also needs sample_s, dtype and json.
+template <typename Options>
+std::vector<Flag<Options>> gpu_flags() {
+  return {
+      {"--sample-time", "SECONDS", "sampling time per case (default 0.5)",
+       [](Options& o, const std::string& v) { o.sample_s = number_at_least(v, 0); }},
+      {"--dtype", "f32|bf16", "the operands' dtype (default f32)",
+       [](Options& o, const std::string& v) {
+         LSF_CHECK(v == "f32" || v == "bf16") << "--dtype: expected f32 or bf16, got " << v;
+         o.dtype = v == "bf16" ? lsf::kBF16 : lsf::kF32;
+       }},
+      {"--json", nullptr, "one JSON line per case", [](Options& o, const std::string&) { o.json = true; }},
+  };
+}
+
 // Parses argv with `flags`, then returns run(options). --help prints the usage (exit 0); an
 // unknown flag, a missing or a bad value prints why (exit 2); an lsf::Error from run is
 // reported (exit 1).
@@ -142,6 +158,22 @@ inline std::vector<std::string> filtered_cases(const std::vector<std::string>& n
     if (case_selected(filter, n)) chosen.push_back(n);
   LSF_CHECK(!chosen.empty()) << "--filter '" << filter << "' matches no case (--list shows them all)";
   return chosen;
+}
+
+// What a GPU benchmark does before its cases: the --filter check, --list (true: listed, stop
+// here), refusing --clock cpu (the host waits for the device, so only the wall clock times GPU
+// work), a usable device or the reason there is none, the host threads.
+template <typename Options>
+bool gpu_preamble(const Options& o, const std::vector<std::string>& names) {
+  const std::vector<std::string> chosen = filtered_cases(names, o.filter);
+  if (o.list) {
+    for (const std::string& n : chosen) std::cout << n << "\n";
+    return true;
+  }
+  LSF_CHECK(!o.cpu_clock) << "--clock cpu: GPU work is timed on the wall clock (the host waits for the device)";
+  LSF_CHECK(lsf::cuda::device_count() > 0) << "no usable CUDA device (" << lsf::cuda::unavailable_reason() << ")";
+  if (o.threads > 0) lsf::set_num_threads(o.threads);
+  return false;
 }
 
 // s as the inside of a JSON string: quotes and backslashes escaped, newlines as \n, other

@@ -47,19 +47,10 @@ using Flag = bench::Flag<Options>;
 const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = [] {
     std::vector<Flag> t = bench::common_flags<Options>("only cases whose name contains TEXT (e.g. 'n=16384 w=8 ')");
-    std::vector<Flag> own = {
-        {"--sample-time", "SECONDS", "sampling time per case (default 0.5)",
-         [](Options& o, const std::string& v) { o.sample_s = bench::number_at_least(v, 0); }},
-        {"--heads", "H", "heads of dimension 64 (default 8)",
-         [](Options& o, const std::string& v) { o.heads = bench::int_at_least(v, 1); }},
-        {"--dtype", "f32|bf16", "the operands' dtype (default f32)",
-         [](Options& o, const std::string& v) {
-           LSF_CHECK(v == "f32" || v == "bf16") << "--dtype: expected f32 or bf16, got " << v;
-           o.dtype = v == "bf16" ? kBF16 : kF32;
-         }},
-        {"--json", nullptr, "one JSON line per case", [](Options& o, const std::string&) { o.json = true; }},
-    };
-    t.insert(t.end(), own.begin(), own.end());
+    const std::vector<Flag> gpu = bench::gpu_flags<Options>();
+    t.insert(t.end(), gpu.begin(), gpu.end());
+    t.push_back({"--heads", "H", "heads of dimension 64 (default 8)",
+                 [](Options& o, const std::string& v) { o.heads = bench::int_at_least(v, 1); }});
     return t;
   }();
   return table;
@@ -79,23 +70,12 @@ std::string case_name(const Config& c) {
 int run(const Options& o) {
   std::vector<std::string> names;
   for (const Config& c : kConfigs) names.push_back(case_name(c));
-  const std::vector<std::string> chosen = bench::filtered_cases(names, o.filter);
-  if (o.list) {
-    for (const std::string& n : chosen) std::cout << n << "\n";
-    return 0;
-  }
-  LSF_CHECK(!o.cpu_clock) << "--clock cpu: GPU work is timed on the wall clock (the host waits for the device)";
-  LSF_CHECK(cuda::device_count() > 0) << "no usable CUDA device (" << cuda::unavailable_reason() << ")";
-  if (o.threads > 0) set_num_threads(o.threads);
+  if (bench::gpu_preamble(o, names)) return 0;  // --list
   if (!o.json) std::cout << cuda::device_properties(0).name << ", " << o.heads << " heads of 64, " << o.dtype << "\n";
 
   const int64_t B = 1, h = o.heads, e = 64;
-  bench::SamplingPlan plan;
-  plan.warmup = o.warmup;
-  plan.min_samples = o.min_samples;
-  plan.max_samples = o.max_samples;
-  plan.min_sample_ms = o.min_sample_ms;
-  plan.sample_ms = o.sample_s * 1e3;
+  const bench::SamplingPlan plan{.warmup = o.warmup, .min_samples = o.min_samples, .max_samples = o.max_samples,
+                                 .min_sample_ms = o.min_sample_ms, .sample_ms = o.sample_s * 1e3};
   Generator gen(0);
   const TensorOptions opt = TensorOptions(o.dtype).device(kCUDA);
   for (const Config& c : kConfigs) {
