@@ -13,6 +13,8 @@
 
 #include <lsformer/lsformer.h>
 
+#include "bench_timing.h"
+
 namespace lsf::bench {
 
 template <typename Options>
@@ -80,6 +82,14 @@ void print_usage(std::ostream& os, const std::string& synopsis, const std::vecto
     std::string left = std::string(f.name) + (f.arg ? std::string(" ") + f.arg : "");
     os << "  " << left << std::string(left.size() < 24 ? 24 - left.size() : 1, ' ') << f.help << "\n";
   }
+}
+
+// The sampling plan those flags describe; sample_s is the benchmark's own sampling time per
+// measurement (--sample-time, or bench_ops' --budget).
+template <typename Options>
+SamplingPlan sampling_plan(const Options& o, double sample_s) {
+  return {.warmup = o.warmup, .min_samples = o.min_samples, .max_samples = o.max_samples,
+          .min_sample_ms = o.min_sample_ms, .sample_ms = sample_s * 1e3, .cpu_clock = o.cpu_clock};
 }
 
 // The flags of the GPU benchmarks (bench_cuda_ops, bench_cuda_attention) beyond common_flags:

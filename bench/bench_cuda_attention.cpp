@@ -74,8 +74,7 @@ int run(const Options& o) {
   if (!o.json) std::cout << cuda::device_properties(0).name << ", " << o.heads << " heads of 64, " << o.dtype << "\n";
 
   const int64_t B = 1, h = o.heads, e = 64;
-  const bench::SamplingPlan plan{.warmup = o.warmup, .min_samples = o.min_samples, .max_samples = o.max_samples,
-                                 .min_sample_ms = o.min_sample_ms, .sample_ms = o.sample_s * 1e3};
+  const bench::SamplingPlan plan = bench::sampling_plan(o, o.sample_s);  // wall clock: gpu_preamble refuses cpu
   Generator gen(0);
   const TensorOptions opt = TensorOptions(o.dtype).device(kCUDA);
   for (const Config& c : kConfigs) {

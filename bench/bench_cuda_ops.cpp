@@ -6,11 +6,11 @@
 // and reports the median and the fastest time per call and the achieved bandwidth at the
 // median: the minimal bytes the computation must move (inputs and outputs of forward, gradient
 // in, saved tensors read and gradients out of backward — the formula is in each case) over the
-// time. GEMMs report
-// TFLOP/s instead (three products: forward, dA, dB). A device-to-device copy of the same
-// bytes calibrates what "memory bound" can reach on this GPU. The elementwise operands are
-// [rows, 1024]: the default 32768 rows (128 MiB in f32) are well past an H100/H200's 50–60 MB
-// L2, so the bandwidth is device memory's; the first H200 run (bench/RESULTS.md) used 8192.
+// time. GEMMs report TFLOP/s instead (three products: forward, dA, dB). A device-to-device copy
+// of the same bytes calibrates what "memory bound" can reach on this GPU. The elementwise
+// operands are [rows, 1024]: the default 32768 rows (128 MiB in f32) are well past an
+// H100/H200's 50–60 MB L2, so the bandwidth is device memory's; the first H200 run
+// (bench/RESULTS.md) used 8192.
 //
 //   build/bench/bench_cuda_ops [--filter TEXT] [--dtype f32|bf16] [--rows N] [--json] [--list] (--help: all)
 // bench/run_gpu.py runs it beside bench/torch_cuda_ops.py and tabulates the ratios.
@@ -139,8 +139,7 @@ int run(const Options& o) {
   ops.g_mm = grad({4096, 1024});
   ops.dsum = grad({rows});
 
-  const bench::SamplingPlan plan{.warmup = o.warmup, .min_samples = o.min_samples, .max_samples = o.max_samples,
-                                 .min_sample_ms = o.min_sample_ms, .sample_ms = o.sample_s * 1e3};
+  const bench::SamplingPlan plan = bench::sampling_plan(o, o.sample_s);  // wall clock: gpu_preamble refuses cpu
   for (const Case& c : cases()) {
     if (!bench::case_selected(o.filter, c.name)) continue;
     std::function<void()> call;

@@ -246,9 +246,7 @@ void time_case(const Options& opt) {
   const int64_t rss_before = lsf::bench::proc_status_bytes("VmRSS");
   lsf::reset_peak_memory();
   const int64_t baseline = lsf::memory_stats().current_bytes;
-  const Timing t = lsf::bench::time_call(step, {.warmup = opt.warmup, .min_samples = opt.min_samples,
-                                                .max_samples = opt.max_samples, .min_sample_ms = opt.min_sample_ms,
-                                                .sample_ms = opt.sample_s * 1e3, .cpu_clock = opt.cpu_clock});
+  const Timing t = lsf::bench::time_call(step, lsf::bench::sampling_plan(opt, opt.sample_s));
   const lsf::MemoryStats mem = lsf::memory_stats();
   const int64_t hwm = lsf::bench::proc_status_bytes("VmHWM");
   // After the timing, so the profiler's own cost never reaches the reported times.

@@ -98,9 +98,7 @@ const std::vector<Flag>& flags() {
 using lsf::bench::Timing;
 
 Timing time_call(const std::function<void()>& call, const Options& opt) {
-  return lsf::bench::time_call(call, {.warmup = opt.warmup, .min_samples = opt.min_samples,
-                                       .max_samples = opt.max_samples, .min_sample_ms = opt.min_sample_ms,
-                                       .sample_ms = opt.budget_s * 1e3, .cpu_clock = opt.cpu_clock});
+  return lsf::bench::time_call(call, lsf::bench::sampling_plan(opt, opt.budget_s));
 }
 
 // ---- raw sgemm reference ---------------------------------------------------------------------

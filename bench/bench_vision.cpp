@@ -189,10 +189,8 @@ int64_t peak_rss_bytes() {
 void measure(const Options& opt, const Case& c) {
   const int64_t batch = opt.batch > 0 ? opt.batch : c.batch;
   Prepared p = prepare(c, batch);
-  const lsf::bench::Timing t = lsf::bench::time_call(
-      [&p] { p.step(); }, {.warmup = opt.warmup, .min_samples = opt.min_samples, .max_samples = opt.max_samples,
-                           .min_sample_ms = opt.min_sample_ms, .sample_ms = opt.sample_s * 1e3,
-                           .cpu_clock = opt.cpu_clock});
+  const lsf::bench::Timing t =
+      lsf::bench::time_call([&p] { p.step(); }, lsf::bench::sampling_plan(opt, opt.sample_s));
   p.model->zero_grad();  // as the step's first action: the baseline holds no gradients
   lsf::reset_peak_memory();
   const int64_t baseline = lsf::memory_stats().current_bytes;
