@@ -74,7 +74,8 @@ def ops_table(results, dtypes):
                 continue
             ours, peer = summary(sides.get("lsformer")), summary(sides.get("PyTorch"))
             last = sides["lsformer"]["last"] if "lsformer" in sides else {}
-            rate = f"{last.get('tflops', 0):.1f} TFLOP/s" if last.get("tflops") else f"{last.get('gbps', 0):.0f} GB/s"
+            rate = (f"{last['tflops']:.1f} TFLOP/s" if last.get("tflops") else
+                    f"{last['gbps']:.0f} GB/s" if "gbps" in last else "—")
             lines.append(f"| {case} | {dtype} | {fmt(ours and ours[0])} / {fmt(ours and ours[1])} | "
                          f"{fmt(peer and peer[0])} / {fmt(peer and peer[1])} | {ratio(peer and peer[0], ours and ours[0])} | "
                          f"{ratio(peer and peer[1], ours and ours[1])} | {rate} |")
@@ -96,7 +97,7 @@ def attention_table(results, dtypes):
             lines.append(f"| {case} | {dtype} | {fmt(ours and ours[0], 3)} / {fmt(ours and ours[1], 3)} | "
                          f"{fmt(peer and peer[0], 3)} / {fmt(peer and peer[1], 3)} | "
                          f"{ratio(peer and peer[0], ours and ours[0])} | {ratio(peer and peer[1], ours and ours[1])} | "
-                         f"{last.get('tflops', 0):.2f} | {last.get('ratio_to_floor', 0):.0f} | {fmt(full and full[0], 3)} |")
+                         f"{fmt(last.get('tflops'), 2)} | {fmt(last.get('ratio_to_floor'), 0)} | {fmt(full and full[0], 3)} |")
     return "\n".join(lines)
 
 
@@ -122,33 +123,28 @@ def main():
         if not os.access(os.path.join(args.bin, prog), os.X_OK):
             ap.error(f"no executable {prog} in {args.bin}")
     lengths = [int(n) for n in args.lengths.split(",") if n]
-    filters = [f"n={n} " for n in lengths]
 
     results = {}
     raw = []
     for dtype in dtypes:
         for rnd in range(args.rounds):
-            ours_ops = [os.path.join(args.bin, "bench_cuda_ops"), "--dtype", dtype, "--rows", str(args.rows), "--json"]
-            peer_ops = [args.python, args.peer_ops, "--dtype", dtype, "--rows", str(args.rows), "--json"]
-            peer_att = [args.python, args.peer_attention, "--heads", str(args.heads), "--dtype", dtype,
-                        "--lengths", args.lengths]
-            order = [("lsformer", "ops", ours_ops), ("PyTorch", "ops", peer_ops), ("PyTorch", "attention", peer_att)]
-            if rnd % 2:
-                order = [order[1], order[0], order[2]]
-            for side, kind, cmd in order:
-                rows = run_json(cmd)
-                raw.append({"side": side, "kind": kind, "dtype": dtype, "round": rnd, "rows": rows})
-                collect(results, side, dtype, rows)
-                for r in rows:
-                    results[(r["case"], dtype)]["kind"] = kind
-            # lsformer's attention, case by case so that one length at a time is in memory.
-            for f in filters:
-                rows = run_json([os.path.join(args.bin, "bench_cuda_attention"), "--heads", str(args.heads),
-                                 "--dtype", dtype, "--filter", f, "--json"])
-                raw.append({"side": "lsformer", "kind": "attention", "dtype": dtype, "round": rnd, "rows": rows})
-                collect(results, "lsformer", dtype, rows)
-                for r in rows:
-                    results[(r["case"], dtype)]["kind"] = "attention"
+            ours_ops = [[os.path.join(args.bin, "bench_cuda_ops"), "--dtype", dtype, "--rows", str(args.rows), "--json"]]
+            peer_ops = [[args.python, args.peer_ops, "--dtype", dtype, "--rows", str(args.rows), "--json"]]
+            # bench_cuda_attention has fixed lengths: one process per requested length selects them.
+            ours_att = [[os.path.join(args.bin, "bench_cuda_attention"), "--heads", str(args.heads), "--dtype", dtype,
+                         "--filter", f"n={n} ", "--json"] for n in lengths]
+            peer_att = [[args.python, args.peer_attention, "--heads", str(args.heads), "--dtype", dtype,
+                         "--lengths", args.lengths]]
+            pairs = [(("lsformer", "ops", ours_ops), ("PyTorch", "ops", peer_ops)),
+                     (("lsformer", "attention", ours_att), ("PyTorch", "attention", peer_att))]
+            for pair in pairs:
+                for side, kind, cmds in (pair if rnd % 2 == 0 else pair[::-1]):  # who runs first alternates
+                    for cmd in cmds:
+                        rows = run_json(cmd)
+                        raw.append({"side": side, "kind": kind, "dtype": dtype, "round": rnd, "rows": rows})
+                        collect(results, side, dtype, rows)
+                        for r in rows:
+                            results[(r["case"], dtype)]["kind"] = kind
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump(raw, f, indent=1)
