@@ -174,6 +174,13 @@ void remove_grad_ready_hook(const Tensor& leaf, int id) {
 
 int grad_ready_hook_count(const Tensor& leaf) { return leaf.defined() ? int(hooks_of(leaf.impl()).size()) : 0; }
 
+void Node::retain_output(int nr, const std::shared_ptr<TensorImpl>& output) {
+  LSF_CHECK(nr >= 0 && size_t(nr) < outputs.size())
+      << "retain_grad: internal error: output " << nr << " of '" << name_ << "', which has " << outputs.size();
+  retained_.resize(outputs.size());
+  retained_[size_t(nr)] = output;
+}
+
 AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf)
     : Node("AccumulateGrad"), leaf_(std::move(leaf)) {
   outputs.push_back({leaf_->shape, leaf_->dtype, leaf_->storage->device()});
@@ -264,6 +271,25 @@ void check_backward_outputs(const Node& node, const char* phase, const TensorLis
     LSF_CHECK(bad.empty()) << "anomaly: the backward of '" << node.name() << "'" << where(node.call_site(), phase)
                            << " returned a gradient with " << bad << " for its input " << i << " of shape "
                            << input_grads[i].shape();
+  }
+}
+
+// Tensor::retain_grad(): each retained output of `node` that received a gradient (all its
+// consumers' contributions are summed by now) gets it added into its grad(), as a leaf's
+// AccumulateGrad would. A copy: the node's backward may reuse the incoming buffer.
+void keep_retained_gradients(const Node& node, const TensorList& grads) {
+  const auto& retained = node.retained_outputs();
+  for (size_t i = 0; i < retained.size() && i < grads.size(); ++i) {
+    if (!grads[i].defined()) continue;  // no consumer gave this output a gradient
+    const std::shared_ptr<TensorImpl> output = retained[i].lock();
+    if (!output) continue;
+    AutogradMeta& meta = output->autograd_meta();
+    if (!meta.grad) {
+      meta.grad = owned_copy(grads[i]).impl_ptr();
+    } else {
+      Tensor existing(meta.grad);
+      add_inplace_kernel(existing.device(), existing, grads[i]);
+    }
   }
 }
 
@@ -376,6 +402,7 @@ void run_backward(const TensorList& roots, const TensorList& grads, bool retain_
     Buffer buffer = std::move(found->second);
     buffers.erase(found);
     buffer.grads.resize(node->outputs.size());
+    keep_retained_gradients(*node, buffer.grads);
     for (size_t i = 0; i < buffer.grads.size(); ++i) {
       if (!buffer.grads[i].defined()) {  // an output nobody used: its gradient is zero
         const OutputMeta& m = node->outputs[i];

@@ -70,9 +70,16 @@ class Node {
   std::vector<Edge> next_edges;      // one per input of the op
   std::vector<OutputMeta> outputs;   // one per output of the op
 
+  // Tensor::retain_grad(): the engine stores the gradient this node receives for output `nr`
+  // into that tensor's grad() before running the node. Weak: a retaining node never keeps its
+  // output alive (the output holds the node), and a dead output is skipped.
+  void retain_output(int nr, const std::shared_ptr<TensorImpl>& output);
+  const std::vector<std::weak_ptr<TensorImpl>>& retained_outputs() const { return retained_; }
+
  private:
   std::string name_;
   std::string call_site_;
+  std::vector<std::weak_ptr<TensorImpl>> retained_;  // empty, or one per output (null: not retained)
 };
 
 // Adds incoming gradients into a leaf's .grad.

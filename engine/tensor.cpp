@@ -132,9 +132,23 @@ Tensor& Tensor::requires_grad_(bool on) {
 }
 
 Tensor Tensor::grad() const {
+  LSF_CHECK(is_leaf() || retains_grad())
+      << "grad: this tensor is not a leaf (it is output " << output_nr() << " of '" << grad_fn()->name()
+      << "'), and a non-leaf's gradient is not kept; call retain_grad() on it before backward, or read "
+         "the gradient of the leaf it was computed from";
   if (!impl_ || !impl_->autograd || !impl_->autograd->grad) return Tensor();
   return Tensor(impl_->autograd->grad);
 }
+
+void Tensor::retain_grad() const {
+  LSF_REQUIRE_DEFINED("retain_grad");
+  LSF_CHECK(requires_grad()) << "retain_grad: the tensor does not require grad, so no backward pass reaches it";
+  if (is_leaf() || retains_grad()) return;  // leaves always keep their gradient
+  impl_->autograd->retains_grad = true;
+  grad_fn()->retain_output(output_nr(), impl_);
+}
+
+bool Tensor::retains_grad() const { return impl_ && impl_->autograd && impl_->autograd->retains_grad; }
 
 void Tensor::set_grad(const Tensor& g) const {
   LSF_REQUIRE_DEFINED("set_grad");

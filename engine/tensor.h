@@ -62,6 +62,7 @@ struct AutogradMeta {
   std::shared_ptr<autograd::Node> grad_fn;         // the node that produced this tensor
   int output_nr = 0;                               // which output of grad_fn it is
   std::weak_ptr<autograd::Node> grad_accumulator;  // leaf: its AccumulateGrad node, if alive
+  bool retains_grad = false;                       // non-leaf: retain_grad() was called
 };
 
 class TensorImpl {
@@ -121,7 +122,15 @@ class Tensor {
   bool requires_grad() const;
   // Marks a leaf as requiring grad. Only floating-point leaves may require grad.
   Tensor& requires_grad_(bool on = true);
-  Tensor grad() const;        // undefined until a backward pass reaches this leaf
+  // The gradient a backward pass accumulated: undefined until one reaches this tensor. Only
+  // leaves keep theirs, and non-leaves on which retain_grad() was called; asking a non-leaf that
+  // does not retain its gradient is an error (libtorch warns and returns an undefined tensor,
+  // which reads later as a missing gradient instead of a misuse).
+  Tensor grad() const;
+  // Keeps this non-leaf's gradient in grad() from the next backward on, summed across backward
+  // calls as a leaf's is (a no-op on a leaf). The tensor must require grad.
+  void retain_grad() const;
+  bool retains_grad() const;  // a non-leaf on which retain_grad() was called
   void set_grad(const Tensor& grad) const;
   bool is_leaf() const;       // not produced by a recorded op
   const std::shared_ptr<autograd::Node>& grad_fn() const;

@@ -1,5 +1,5 @@
-// Autograd semantics: accumulation, shared subgraphs, grad mode, detach, retain_graph, saved
-// tensor versions, and a very deep graph.
+// Autograd semantics: accumulation, shared subgraphs, retained non-leaf gradients, grad mode,
+// detach, retain_graph, saved tensor versions, and a very deep graph.
 #include "helpers.h"
 
 #include "lsformer/engine/autograd.h"
@@ -29,6 +29,51 @@ TEST_CASE("shared subgraph with two outputs backpropagates once per path", "[aut
   Tensor a = mul(h, h), b = mul(h, 3.0);
   sum(add(a, b)).backward();  // d/dx (4x² + 6x) = 8x + 6
   test::check_equal<double>(x.grad(), {2}, {14, -10});
+}
+
+TEST_CASE("retain_grad keeps a non-leaf's summed gradient, across backward calls as a leaf's", "[autograd]") {
+  Tensor x = tensor(std::vector<double>{1, -2}).requires_grad_(true);
+  Tensor h = mul(x, 2.0);
+  h.retain_grad();
+  CHECK(h.retains_grad());
+  CHECK_FALSE(h.grad().defined());  // retained, but no backward has reached it yet
+  Tensor loss = sum(add(mul(h, h), mul(h, 3.0)));  // h used twice: dloss/dh = 2h + 3
+  loss.retain_grad();                              // a root keeps its seed gradient
+  loss.backward(Tensor(), /*retain_graph=*/true);
+  test::check_equal<double>(h.grad(), {2}, {7, -5});
+  test::check_equal<double>(loss.grad(), {}, {1});
+  test::check_equal<double>(x.grad(), {2}, {14, -10});  // the leaf's gradient is unchanged by retaining
+  loss.backward();
+  test::check_equal<double>(h.grad(), {2}, {14, -10});
+  // A backward that does not pass through h leaves its gradient as it was.
+  sum(mul(x, 3.0)).backward();
+  test::check_equal<double>(h.grad(), {2}, {14, -10});
+}
+
+TEST_CASE("grad of a non-leaf that does not retain it is an error, retain_grad needs a graph", "[autograd]") {
+  Tensor x = tensor(std::vector<double>{1, 2}).requires_grad_(true);
+  Tensor y = mul(x, x);
+  sum(y).backward();
+  CHECK_THROWS_WITH(y.grad(), Catch::Contains("not a leaf") && Catch::Contains("mul") &&
+                                  Catch::Contains("retain_grad()"));
+  Tensor c = tensor(std::vector<double>{1, 2});
+  CHECK_THROWS_WITH(c.retain_grad(), Catch::Contains("does not require grad"));
+  CHECK_FALSE(c.grad().defined());  // a leaf that never required grad: no gradient, no error
+  x.retain_grad();                  // a leaf keeps its gradient anyway: nothing changes
+  CHECK_FALSE(x.retains_grad());
+  test::check_equal<double>(x.grad(), {2}, {2, 4});
+}
+
+TEST_CASE("a retained tensor that dies before backward is skipped", "[autograd]") {
+  Tensor x = tensor(std::vector<double>{3}).requires_grad_(true);
+  Tensor loss;
+  {
+    Tensor y = mul(x, x);  // only the graph keeps its node alive after this scope
+    y.retain_grad();
+    loss = mul(y, 2.0);
+  }
+  loss.backward();
+  test::check_equal<double>(x.grad(), {1}, {12});
 }
 
 TEST_CASE("NoGradGuard stops recording and detach cuts the graph", "[autograd]") {
