@@ -58,8 +58,8 @@ struct alignas(sizeof(T) * V) Pack {
 // out, a, b [n] contiguous; a_scalar/b_scalar: that operand is one element read for all.
 // Vectorised: each thread handles V consecutive elements per step (16-byte loads of T).
 template <typename T, typename O, int V>
-__global__ void binary_contiguous_kernel(BinaryOp op, O* __restrict__ out, const T* __restrict__ a,
-                                         const T* __restrict__ b, bool a_scalar, bool b_scalar, int64_t n) {
+__device__ __forceinline__ void binary_contiguous(BinaryOp op, O* __restrict__ out, const T* __restrict__ a,
+                                                  const T* __restrict__ b, bool a_scalar, bool b_scalar, int64_t n) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t packs = n / V;
   const T sa = a_scalar ? a[0] : T(), sb = b_scalar ? b[0] : T();
@@ -83,6 +83,23 @@ __global__ void binary_contiguous_kernel(BinaryOp op, O* __restrict__ out, const
   // The tail that does not fill a pack.
   for (int64_t i = packs * V + int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
     out[i] = element<T, O>(op, a_scalar ? sa : a[i], b_scalar ? sb : b[i]);
+}
+
+template <typename T, typename O, int V>
+__global__ void binary_contiguous_kernel(BinaryOp op, O* __restrict__ out, const T* __restrict__ a,
+                                         const T* __restrict__ b, bool a_scalar, bool b_scalar, int64_t n) {
+  binary_contiguous<T, O, V>(op, out, a, b, a_scalar, b_scalar, n);
+}
+
+// The 16-lane forms of 1-byte types hold more than the 64 registers per thread a 1024-thread
+// block allows (79 on sm_90), so their kernel declares the kThreads it is launched with
+// (scripts/gpu/check_launch_resources.sh checks every kernel against its block). The other
+// forms stay unbounded: a bound changes ptxas's schedule of kernels already measured on a GPU.
+template <typename T, typename O, int V>
+__global__ void __launch_bounds__(kThreads)
+    binary_contiguous_bytes_kernel(BinaryOp op, O* __restrict__ out, const T* __restrict__ a, const T* __restrict__ b,
+                                   bool a_scalar, bool b_scalar, int64_t n) {
+  binary_contiguous<T, O, V>(op, out, a, b, a_scalar, b_scalar, n);
 }
 
 // Any strides: calc maps the output index to (out, a, b) element offsets.
@@ -118,8 +135,13 @@ void launch(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
     constexpr int V = 16 / sizeof(T) < 1 ? 1 : 16 / sizeof(T);
     const bool vec = aligned16(po) && (a_scalar || aligned16(pa)) && (b_scalar || aligned16(pb));
     if (vec) {
-      binary_contiguous_kernel<T, O, V><<<blocks_for((n + V - 1) / V), kThreads, 0, stream>>>(op, po, pa, pb, a_scalar,
-                                                                                               b_scalar, n);
+      if constexpr (V == 16) {
+        binary_contiguous_bytes_kernel<T, O, V><<<blocks_for((n + V - 1) / V), kThreads, 0, stream>>>(
+            op, po, pa, pb, a_scalar, b_scalar, n);
+      } else {
+        binary_contiguous_kernel<T, O, V><<<blocks_for((n + V - 1) / V), kThreads, 0, stream>>>(op, po, pa, pb,
+                                                                                                 a_scalar, b_scalar, n);
+      }
     } else {
       binary_contiguous_kernel<T, O, 1><<<blocks_for(n), kThreads, 0, stream>>>(op, po, pa, pb, a_scalar, b_scalar, n);
     }
