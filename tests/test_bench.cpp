@@ -117,6 +117,13 @@ TEST_CASE("bench_training forward_only: no update, evaluation mode, and the prof
   const train::BenchResult trained = train::bench_training(config, options);
   CHECK(trained.model->is_training());
   CHECK(first_parameter(*trained.model) != first_parameter(*one.model));
+  // The same three batches: the forward's products are the same whether or not a backward
+  // follows (backward kernels are not counted, ops/flops.h); training counts 3 × 2 FLOPs per
+  // multiply-add, a forward pass 2.
+  CHECK(one.forward_multiply_adds > 0);
+  CHECK(three.forward_multiply_adds == trained.forward_multiply_adds);
+  CHECK(three.flops_per_step() == 2 * three.forward_multiply_adds);
+  CHECK(trained.flops_per_step() == 6 * trained.forward_multiply_adds);
 }
 
 TEST_CASE("bench_training refuses bad options and configs that cannot run", "[bench]") {

@@ -7,6 +7,8 @@
 //   training steps (forward, backward, optimizer update), 10 timed after 2 warm-up:
 //     per step  median 8.21 ms, fastest 8.02 ms, mean 8.30 ms, slowest 9.01 ms
 //     3897.8 samples/s at the median step (3990.0 at the fastest)
+//     compute   0.306 GFLOP per step (3 × 2 × 0.0509 G multiply-adds of the forward's products): 36.9
+//               GFLOP/s at the median step, 19% of the sgemm rate
 //     memory    1.2 MiB of tensors before the steps, 9.8 MiB at the peak (CPU allocator); the process's
 //               resident set peaked at 61.3 MiB
 #include <cmath>
@@ -60,6 +62,22 @@ std::string rate(double units, double seconds) {
   return buf;
 }
 
+// "0.306 GFLOP per step (3 × 2 × 0.0509 G multiply-adds of the forward's products): 36.9 GFLOP/s
+// at the median step, 19% of the sgemm rate" (training; a forward pass drops the "3 × "); the
+// last part only when the machine was probed.
+std::string compute_line(const train::BenchResult& r, double sgemm_gflops) {
+  const double gflop = r.flops_per_step() * 1e-9, rate = gflop / r.median_seconds();
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%.3g GFLOP per step (%s2 × %.3g G multiply-adds of the forward's products): %.1f GFLOP/s at the median step",
+                gflop, r.forward_only ? "" : "3 × ", r.forward_multiply_adds * 1e-9, rate);
+  std::string line = buf;
+  if (sgemm_gflops > 0) {
+    std::snprintf(buf, sizeof buf, ", %.0f%% of the sgemm rate", 100.0 * rate / sgemm_gflops);
+    line += buf;
+  }
+  return line;
+}
+
 }  // namespace
 
 void bench_usage(std::ostream& os) {
@@ -67,7 +85,8 @@ void bench_usage(std::ostream& os) {
         "                 [--forward] [--profile] [--json] [--no-probe]\n\n"
         "Times the config's training steps on this machine as lsf train runs them (the same data,\n"
         "model, optimizer, schedule and clipping; no run directory, evaluation or checkpoints):\n"
-        "the median, fastest, mean and slowest step, the throughput, the memory of the tensors and\n"
+        "the median, fastest, mean and slowest step, the throughput, the FLOP rate of the products\n"
+        "(2 per multiply-add of the forward, 3 times that in training), the memory of the tensors and\n"
         "the process's resident-set peak. Then it measures the machine's sgemm rate and memory\n"
         "bandwidth with the same threads, so the figures can be read against what the cores can do.\n\n";
   print_flags(os, flags());
@@ -121,6 +140,9 @@ int run_bench(const std::vector<std::string>& args) {
         {"peak_bytes", r.peak_bytes},
         {"rss_peak_bytes", r.rss_peak_bytes},
         {"non_finite_steps", r.non_finite_steps},
+        {"forward_multiply_adds", r.forward_multiply_adds},
+        {"flops_per_step", r.flops_per_step()},
+        {"gflops_per_second", r.flops_per_step() / r.median_seconds() * 1e-9},
         {"machine", probe ? nlohmann::json::parse(machine_limits_json(machine)) : nlohmann::json(nullptr)},
     };
     for (double s : r.step_seconds) j["step_ms"].push_back(s * 1e3);
@@ -141,6 +163,7 @@ int run_bench(const std::vector<std::string>& args) {
             << ms(r.mean_seconds()) << ", slowest " << ms(r.slowest_seconds()) << "\n"
             << "  " << rate(r.units_per_step, r.median_seconds()) << " " << r.unit << "/s at the median step ("
             << rate(r.units_per_step, r.fastest_seconds()) << " at the fastest)\n"
+            << "  compute   " << compute_line(r, probe ? machine.sgemm_gflops : 0.0) << "\n"
             << "  memory    " << mib(r.baseline_bytes) << " of tensors before the steps, " << mib(r.peak_bytes)
             << " at the peak (CPU allocator)"
             << (r.rss_peak_bytes >= 0 ? "; the process's resident set peaked at " + mib(r.rss_peak_bytes) : std::string())

@@ -20,6 +20,7 @@
 #include "lsformer/models/train/memory_usage.h"
 #include "lsformer/models/train/task.h"
 #include "lsformer/models/train/trainer.h"
+#include "lsformer/ops/flops.h"
 
 namespace lsf::train {
 namespace {
@@ -47,6 +48,7 @@ double BenchResult::slowest_seconds() const {
   LSF_CHECK(!step_seconds.empty()) << "bench: no timed steps";
   return *std::max_element(step_seconds.begin(), step_seconds.end());
 }
+double BenchResult::flops_per_step() const { return 2.0 * forward_multiply_adds * (forward_only ? 1.0 : 3.0); }
 double BenchResult::mean_seconds() const {
   LSF_CHECK(!step_seconds.empty()) << "bench: no timed steps";
   return std::accumulate(step_seconds.begin(), step_seconds.end(), 0.0) / double(step_seconds.size());
@@ -64,6 +66,7 @@ BenchResult bench_training(const RunConfig& config, const BenchOptions& options)
   task->load_data({"train"});
   manual_seed(config.train.seed);
   BenchResult result;
+  result.forward_only = options.forward_only;
   result.model = task->build_model();
   nn::Module& model = *result.model;
   result.data = task->describe_data();
@@ -116,10 +119,16 @@ BenchResult bench_training(const RunConfig& config, const BenchOptions& options)
     profiler::enable();
   }
   double units = 0;
-  for (int64_t k = options.warmup_steps; k < options.warmup_steps + options.steps; ++k) {
-    const Clock::time_point t0 = Clock::now();
-    units += step(k);
-    result.step_seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  {
+    // Counted over every timed step: batches may differ in shape (padding per batch). One map
+    // update per product op, microseconds against steps of milliseconds.
+    FlopCounter counter;
+    for (int64_t k = options.warmup_steps; k < options.warmup_steps + options.steps; ++k) {
+      const Clock::time_point t0 = Clock::now();
+      units += step(k);
+      result.step_seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    result.forward_multiply_adds = double(counter.multiply_adds()) / double(options.steps);
   }
   if (options.profile) {
     profiler::disable();

@@ -50,6 +50,8 @@ struct BenchResult {
   int64_t rss_peak_bytes = -1;        // the process's resident-set peak so far (VmHWM, memory_usage.h): also
                                       // counts what the allocator does not see (BLAS buffers, its cache,
                                       // code, the dataset); −1 where /proc/self/status is unreadable
+  double forward_multiply_adds = 0;   // per timed step (mean): the multiply-adds of the forward's products
+                                      // (matmul, Linear, conv, the fused attention cores; ops/flops.h)
   std::string profile;                // the profiler's table (options.profile); empty otherwise
   std::shared_ptr<nn::Module> model;  // after the last step
 
@@ -57,6 +59,12 @@ struct BenchResult {
   double fastest_seconds() const;
   double slowest_seconds() const;
   double mean_seconds() const;
+  // The FLOPs of a step's products: 2 per multiply-add of the forward, and in training 3 times
+  // that, for each forward product's two in the backward (its inputs' and its weight's
+  // gradients). An estimate in the usual "6 × parameters × tokens" sense: it leaves out
+  // elementwise work and the fused cores' recomputation in their backward.
+  double flops_per_step() const;
+  bool forward_only = false;          // how the steps were timed (BenchOptions::forward_only)
 };
 
 // Times `steps` training steps of `config` after `warmup_steps` untimed ones, with
