@@ -12,8 +12,9 @@
 # The archive (~17 MB xz) travels to the device machine in an ignored folder (the device tool's
 # `carry`), where scripts/gpu/check.sh unpacks and runs it.
 set -euo pipefail
-tests="test_cuda_core test_cuda_elementwise test_cuda_index test_cuda_long_short test_cuda_norm test_cuda_optim
-       test_cuda_random test_cuda_reduce test_cuda_training test_capture test_pack"
+# Every test program with a [cuda] test case, from the sources (a new suite travels without an edit here).
+root=$(cd "$(dirname "$0")/../.." && pwd)
+tests=$(grep -l '\[cuda\]' "$root"/tests/test_*.cpp | xargs -n1 basename | sed 's/\.cpp$//' | tr '\n' ' ')
 benches="bench_cuda_ops bench_cuda_attention"
 if [[ "${1:-}" == "--targets" ]]; then
   echo $tests $benches lsf
