@@ -1,5 +1,6 @@
 // CUDA layer norm, forward and backward, the contract of ops/layer_norm.h: x viewed as
-// [rows, n] contiguous, y [rows, n], mean and rstd [rows] in x's dtype, weight/bias [n] or
+// [rows, n] contiguous, y [rows, n], mean and rstd [rows] in the accumulation dtype (f32 for
+// bf16/f16 and f32, f64 for f64; ops/kernels/layer_norm.h), weight/bias [n] or
 // undefined; the backward overwrites dx [rows, n] and dweight/dbias [n] (each only if defined).
 //
 // Forward, a group of threads per row (a warp up to 1024 elements, a block beyond): mean, then
@@ -11,8 +12,8 @@
 //                                                     blocks; partial sums in f64 combined in
 //                                                     a fixed order: deterministic)
 // dtypes f32, f64, bf16, f16; row statistics accumulate in float (f64 for f64), the parameter
-// gradients in double. For bf16/f16, mean and rstd are stored in that dtype (the op allocates
-// them like x), so the backward sees them rounded to 2^-8 (bf16) relative.
+// gradients in double. mean and rstd are kept in float for bf16/f16, so the backward sees the
+// statistics the forward used, not their 16-bit roundings (issue #19 item 4).
 #include "lsformer/cuda/reduce_utils.cuh"
 #include "lsformer/ops/layer_norm.h"
 #include "lsformer/ops/kernels/layer_norm.h"
@@ -25,7 +26,7 @@ using namespace ka;
 // y, x [rows, n]; mean, rstd [rows]; w, b [n] or null.
 template <typename T, int G>
 __global__ void __launch_bounds__(kBlockThreads<G>)
-    layer_norm_forward_cuda_kernel(T* __restrict__ y, T* __restrict__ mean, T* __restrict__ rstd,
+    layer_norm_forward_cuda_kernel(T* __restrict__ y, acc_t<T>* __restrict__ mean, acc_t<T>* __restrict__ rstd,
                                    const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
                                    int64_t rows, int64_t n, acc_t<T> eps) {
   using A = acc_t<T>;
@@ -50,8 +51,8 @@ __global__ void __launch_bounds__(kBlockThreads<G>)
     if (!active) continue;
     const A rs = A(1) / dm::sqrt(v * inv_n + eps);
     if (lane == 0) {
-      mean[r] = cast<T>(mu);
-      rstd[r] = cast<T>(rs);
+      mean[r] = mu;
+      rstd[r] = rs;
     }
     T* yr = y + r * n;
     for (int64_t i = lane; i < n; i += G) {
@@ -67,7 +68,7 @@ __global__ void __launch_bounds__(kBlockThreads<G>)
 template <typename T, int G>
 __global__ void __launch_bounds__(kBlockThreads<G>)
     layer_norm_dx_kernel(T* __restrict__ dx, const T* __restrict__ dy, const T* __restrict__ x,
-                         const T* __restrict__ mean, const T* __restrict__ rstd, const T* __restrict__ w,
+                         const acc_t<T>* __restrict__ mean, const acc_t<T>* __restrict__ rstd, const T* __restrict__ w,
                          int64_t rows, int64_t n) {
   using A = acc_t<T>;
   __shared__ A shared[32];
@@ -77,7 +78,7 @@ __global__ void __launch_bounds__(kBlockThreads<G>)
     const int64_t r = r0 + threadIdx.x / G;
     const bool active = r < rows;
     const int64_t off = (active ? r : 0) * n;
-    const A mu = active ? cast<A>(mean[r]) : A(0), rs = active ? cast<A>(rstd[r]) : A(0);
+    const A mu = active ? mean[r] : A(0), rs = active ? rstd[r] : A(0);
     A sg = 0, sgx = 0;
     if (active)
       for (int64_t i = lane; i < n; i += G) {
@@ -101,15 +102,15 @@ __global__ void __launch_bounds__(kBlockThreads<G>)
 // partial[(by·2 + 0|1)·n + j] (f64).
 template <typename T>
 __global__ void layer_norm_params_kernel(double* __restrict__ partial, const T* __restrict__ dy,
-                                         const T* __restrict__ x, const T* __restrict__ mean,
-                                         const T* __restrict__ rstd, int64_t rows, int64_t n) {
+                                         const T* __restrict__ x, const acc_t<T>* __restrict__ mean,
+                                         const acc_t<T>* __restrict__ rstd, int64_t rows, int64_t n) {
   __shared__ double sw[8][33], sb[8][33];
   const int64_t j = int64_t(blockIdx.x) * 32 + threadIdx.x;
   double aw = 0, ab = 0;
   if (j < n) {
     for (int64_t r = int64_t(blockIdx.y) * 8 + threadIdx.y; r < rows; r += int64_t(gridDim.y) * 8) {
       const double g = cast<double>(dy[r * n + j]);
-      const double xh = (cast<double>(x[r * n + j]) - cast<double>(mean[r])) * cast<double>(rstd[r]);
+      const double xh = (cast<double>(x[r * n + j]) - double(mean[r])) * double(rstd[r]);
       aw += g * xh;
       ab += g;
     }
@@ -147,6 +148,15 @@ const T* optional_ptr(const Tensor& t) {
   return t.defined() ? ptr<const T>(t) : nullptr;
 }
 
+// mean and rstd hold acc_t<T> (ops/layer_norm.cpp allocates them so): the kernels read them
+// through raw pointers, so a mismatch would be silent.
+template <typename T>
+void check_stats_dtype(DType x_dtype, const Tensor& mean, const Tensor& rstd) {
+  LSF_CHECK(mean.dtype() == dtype_v<acc_t<T>> && rstd.dtype() == dtype_v<acc_t<T>>)
+      << "internal: layer norm (CUDA) on " << x_dtype << " needs mean and rstd in " << dtype_v<acc_t<T>>
+      << ", got " << mean.dtype() << " and " << rstd.dtype();
+}
+
 void layer_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& weight,
                         const Tensor& bias, double eps) {
   check_cuda_tensors("layer_norm_forward_kernel", {&y, &mean, &rstd, &x, &weight, &bias});
@@ -158,9 +168,10 @@ void layer_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd,
   if (rows == 0 || n == 0) return;
   DeviceGuard guard(x.device().index);
   dispatch_cuda_float(x.dtype(), "layer_norm", [&]<typename T>() {
+    check_stats_dtype<T>(x.dtype(), mean, rstd);
     with_group(n, [&]<int G>() {
       layer_norm_forward_cuda_kernel<T, G><<<blocks_for(rows, kRowsPerBlock<G>), kBlockThreads<G>, 0, current_stream()>>>(
-          ptr<T>(y), ptr<T>(mean), ptr<T>(rstd), ptr<const T>(x), optional_ptr<T>(weight), optional_ptr<T>(bias), rows,
+          ptr<T>(y), ptr<acc_t<T>>(mean), ptr<acc_t<T>>(rstd), ptr<const T>(x), optional_ptr<T>(weight), optional_ptr<T>(bias), rows,
           n, acc_t<T>(eps));
     });
   });
@@ -177,10 +188,11 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
   DeviceGuard guard(x.device().index);
   cudaStream_t stream = current_stream();
   dispatch_cuda_float(x.dtype(), "layer_norm backward", [&]<typename T>() {
+    check_stats_dtype<T>(x.dtype(), mean, rstd);
     if (dx.defined() && rows > 0 && n > 0) {
       with_group(n, [&]<int G>() {
         layer_norm_dx_kernel<T, G><<<blocks_for(rows, kRowsPerBlock<G>), kBlockThreads<G>, 0, stream>>>(
-            ptr<T>(dx), ptr<const T>(dy), ptr<const T>(x), ptr<const T>(mean), ptr<const T>(rstd),
+            ptr<T>(dx), ptr<const T>(dy), ptr<const T>(x), ptr<const acc_t<T>>(mean), ptr<const acc_t<T>>(rstd),
             optional_ptr<T>(weight), rows, n);
       });
       LSF_CUDA_CHECK_LAUNCH("layer_norm_dx_kernel");
@@ -191,7 +203,8 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
     Tensor partial = empty({std::max<int64_t>(splits, 1) * 2 * n}, TensorOptions(kF64).device(x.device()));
     if (splits > 0) {
       layer_norm_params_kernel<T><<<dim3(unsigned(col_blocks), unsigned(splits)), dim3(32, 8), 0, stream>>>(
-          ptr<double>(partial), ptr<const T>(dy), ptr<const T>(x), ptr<const T>(mean), ptr<const T>(rstd), rows, n);
+          ptr<double>(partial), ptr<const T>(dy), ptr<const T>(x), ptr<const acc_t<T>>(mean), ptr<const acc_t<T>>(rstd),
+          rows, n);
       LSF_CUDA_CHECK_LAUNCH("layer_norm_params_kernel");
     }
     layer_norm_params_finish_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(

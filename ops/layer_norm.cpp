@@ -50,7 +50,11 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   const int64_t rows = n > 0 ? x.numel() / n : shape_numel(Shape(x.shape().begin(), x.shape().end() - k));
   const Tensor xc = contiguous_detached(x), wc = contiguous_detached(weight), bc = contiguous_detached(bias);
   Tensor y = empty(x.shape(), x.options());
-  Tensor mean = empty({rows}, x.options()), rstd = empty({rows}, x.options());
+  // Row statistics in f32 for 16-bit x (the kernels compute them in float): stored in bf16 they
+  // would reach the backward rounded to 2^-8 relative (issue #19 item 4).
+  const DType stats_dtype = x.dtype() == kBF16 || x.dtype() == kF16 ? kF32 : x.dtype();
+  const TensorOptions stats = TensorOptions(stats_dtype).device(x.device());
+  Tensor mean = empty({rows}, stats), rstd = empty({rows}, stats);
   if (x.numel() > 0) layer_norm_forward_kernel(x.device(), y, mean, rstd, xc, wc, bc, eps);
 
   if (autograd::any_requires_grad({&x, &weight, &bias})) {

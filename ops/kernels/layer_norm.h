@@ -7,7 +7,8 @@
 namespace lsf {
 
 // x viewed as [rows, n] contiguous. Writes y [rows, n], mean [rows] and rstd [rows]
-// (1 / sqrt(var + eps)), which the backward reuses. weight/bias [n] may be undefined.
+// (1 / sqrt(var + eps)), which the backward reuses: in x's dtype for f32 and f64, in f32 for
+// bf16 and f16 (their kernels accumulate in float). weight/bias [n] may be undefined.
 LSF_DECLARE_KERNEL(layer_norm_forward_kernel, void(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& weight, const Tensor& bias, double eps));
 
 // Gradients: dx [rows, n] (overwritten), dweight/dbias [n] (overwritten; undefined when not
