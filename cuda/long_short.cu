@@ -16,7 +16,8 @@
 // Memory per query, forward: q and out rows (2e) + the band (1 + (s − w)/tile)·2e + 2R·e/tile
 // elements, e.g. w 8, R 32, e 64, tile 64: ≈ 5.3·e elements ≈ 1.3 KB/token in f32.
 // Band rows that do not fit in shared memory (very wide windows × heads) are read from global
-// memory (L2) instead — same arithmetic, no staging.
+// memory (L2) instead — same arithmetic, no staging. For large R the rows kernel's dK̄/dV̄
+// partial sums and then K̄/V̄ themselves leave shared memory the same way (make_args).
 //
 // Backward, three deterministic kernels (no floating-point atomics anywhere):
 //  1. ls_backward_rows, laid out like the forward: recomputes each row's softmax (max and sum
@@ -80,18 +81,23 @@ struct Args {
   void *part_k, *part_v;  // [B·h, nblk, R, e] compute type: per-block dK̄/dV̄ partials
   Band band;
   int64_t h, e, tile, nblk;
-  bool stage;  // window band in shared memory (else read from global)
+  bool stage;         // window band in shared memory (else read from global)
+  bool stage_bar;     // K̄/V̄ in shared memory (else read from global)
+  bool bar_acc_smem;  // rows kernel: its dK̄/dV̄ partial sums in shared memory (else in its own
+                      // slice of part_k/part_v, where they end up anyway)
   Dropout drop;
 };
 
-// Shared-memory layout of the forward and rows kernels (compute type A, row stride ldk = e + 1).
+// Shared-memory layout of the forward and rows kernels (compute type A, row stride ldk = e + 1):
+// the staged K̄ and V̄ (bar_rows = R, or 0 when they are read from global memory), the staged
+// window band (band_rows, or 0), then the per-warp areas.
 struct RowLayout {
-  int64_t ldk, band_rows, per_warp;
+  int64_t ldk, bar_rows, band_rows, per_warp;
   __host__ __device__ int64_t kb() const { return 0; }
-  __host__ __device__ int64_t vb(int64_t R) const { return R * ldk; }
-  __host__ __device__ int64_t kw(int64_t R) const { return 2 * R * ldk; }
-  __host__ __device__ int64_t vw(int64_t R) const { return 2 * R * ldk + band_rows * ldk; }
-  __host__ __device__ int64_t warps(int64_t R) const { return 2 * R * ldk + 2 * band_rows * ldk; }
+  __host__ __device__ int64_t vb() const { return bar_rows * ldk; }
+  __host__ __device__ int64_t kw() const { return 2 * bar_rows * ldk; }
+  __host__ __device__ int64_t vw() const { return 2 * bar_rows * ldk + band_rows * ldk; }
+  __host__ __device__ int64_t warps() const { return 2 * bar_rows * ldk + 2 * band_rows * ldk; }
 };
 
 // Per-warp areas: forward q[e] p[S]; rows q[e] dout[e] p[S] dp/ds[S] pd[S].
@@ -105,16 +111,16 @@ template <typename T, typename A>
 __device__ void stage_keys(A* sm, const Args<T>& a, const RowLayout& lay, int64_t bh, int64_t band0,
                            int64_t rows) {
   const int64_t e = a.e, R = a.band.R, n = a.band.n;
-  for (int64_t idx = threadIdx.x; idx < R * e; idx += blockDim.x) {
+  for (int64_t idx = threadIdx.x; idx < lay.bar_rows * e; idx += blockDim.x) {
     const int64_t i = idx / e, f = idx % e;
     sm[lay.kb() + i * lay.ldk + f] = to_acc(a.kbar[(bh * R + i) * e + f]);
-    sm[lay.vb(R) + i * lay.ldk + f] = to_acc(a.vbar[(bh * R + i) * e + f]);
+    sm[lay.vb() + i * lay.ldk + f] = to_acc(a.vbar[(bh * R + i) * e + f]);
   }
   for (int64_t idx = threadIdx.x; idx < rows * e; idx += blockDim.x) {
     const int64_t r = idx / e, f = idx % e, j = band0 + r;
     const bool in = j >= 0 && j < n;
-    sm[lay.kw(R) + r * lay.ldk + f] = in ? to_acc(a.k.row(bh, j)[f]) : A(0);
-    sm[lay.vw(R) + r * lay.ldk + f] = in ? to_acc(a.v.row(bh, j)[f]) : A(0);
+    sm[lay.kw() + r * lay.ldk + f] = in ? to_acc(a.k.row(bh, j)[f]) : A(0);
+    sm[lay.vw() + r * lay.ldk + f] = in ? to_acc(a.v.row(bh, j)[f]) : A(0);
   }
 }
 
@@ -124,8 +130,11 @@ template <typename T, typename A>
 __device__ __forceinline__ A slot_dot(const A* sm, const Args<T>& a, const RowLayout& lay, const A* x, int64_t bh,
                                       int64_t i, int64_t j, int64_t band0, int which) {
   const int64_t R = a.band.R, e = a.e;
-  if (i < R) return dot_row(x, sm + (which == 0 ? lay.kb() : lay.vb(R)) + i * lay.ldk, e);
-  if (a.stage) return dot_row(x, sm + (which == 0 ? lay.kw(R) : lay.vw(R)) + (j - band0) * lay.ldk, e);
+  if (i < R) {
+    if (a.stage_bar) return dot_row(x, sm + (which == 0 ? lay.kb() : lay.vb()) + i * lay.ldk, e);
+    return dot_row(x, (which == 0 ? a.kbar : a.vbar) + (bh * R + i) * e, e);
+  }
+  if (a.stage) return dot_row(x, sm + (which == 0 ? lay.kw() : lay.vw()) + (j - band0) * lay.ldk, e);
   return dot_row(x, (which == 0 ? a.k : a.v).row(bh, j), e);
 }
 
@@ -134,8 +143,11 @@ template <typename T, typename A>
 __device__ __forceinline__ A slot_elem(const A* sm, const Args<T>& a, const RowLayout& lay, int64_t bh, int64_t i,
                                        int64_t j, int64_t band0, int64_t f, int which) {
   const int64_t R = a.band.R;
-  if (i < R) return sm[(which == 0 ? lay.kb() : lay.vb(R)) + i * lay.ldk + f];
-  if (a.stage) return sm[(which == 0 ? lay.kw(R) : lay.vw(R)) + (j - band0) * lay.ldk + f];
+  if (i < R) {
+    if (a.stage_bar) return sm[(which == 0 ? lay.kb() : lay.vb()) + i * lay.ldk + f];
+    return to_acc((which == 0 ? a.kbar : a.vbar)[(bh * R + i) * a.e + f]);
+  }
+  if (a.stage) return sm[(which == 0 ? lay.kw() : lay.vw()) + (j - band0) * lay.ldk + f];
   return to_acc((which == 0 ? a.k : a.v).row(bh, j)[f]);
 }
 
@@ -179,7 +191,7 @@ __global__ void __launch_bounds__(kBlockThreads) ls_forward(Args<T> a, RowLayout
   stage_keys<T, A>(sm, a, lay, bh, band0, a.stage ? bd.band_rows(t1 - t0) : 0);
   __syncthreads();
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  A* qw = sm + lay.warps(R) + warp * lay.per_warp;
+  A* qw = sm + lay.warps() + warp * lay.per_warp;
   A* pw = qw + e;
   const uint8_t* mb = a.mask + b * n;
   for (int64_t t = t0 + warp; t < t1; t += kWarps) {
@@ -239,14 +251,24 @@ __global__ void __launch_bounds__(kBlockThreads) ls_backward_rows(Args<T> a, Row
   const int64_t band0 = bd.window_start(t0);
   const bool want_bar = a.part_k != nullptr && R > 0;
   stage_keys<T, A>(sm, a, lay, bh, band0, a.stage ? bd.band_rows(t1 - t0) : 0);
-  // dK̄/dV̄ partial accumulators [R, e] follow the per-warp areas.
-  A* acc_k = sm + lay.warps(R) + kWarps * lay.per_warp;
-  A* acc_v = acc_k + R * e;
-  if (want_bar)
+  // dK̄/dV̄ partial accumulators [R, e]: after the per-warp areas, or (when R·e is too large for
+  // shared memory) this block's own slice of the partials in global memory. Either way each
+  // (i, f) is read and written by one thread only, so the sums are the same.
+  A* acc_k = nullptr;
+  A* acc_v = nullptr;
+  if (want_bar) {
+    if (a.bar_acc_smem) {
+      acc_k = sm + lay.warps() + kWarps * lay.per_warp;
+      acc_v = acc_k + R * e;
+    } else {
+      acc_k = static_cast<A*>(a.part_k) + (bh * a.nblk + c) * R * e;
+      acc_v = static_cast<A*>(a.part_v) + (bh * a.nblk + c) * R * e;
+    }
     for (int64_t idx = threadIdx.x; idx < R * e; idx += blockDim.x) acc_k[idx] = acc_v[idx] = A(0);
+  }
   __syncthreads();
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  A* qw = sm + lay.warps(R) + warp * lay.per_warp;
+  A* qw = sm + lay.warps() + warp * lay.per_warp;
   A* dw = qw + e;
   A* pb = dw + e;     // p_i
   A* db = pb + S;     // dp_i, then ds_i
@@ -316,7 +338,7 @@ __global__ void __launch_bounds__(kBlockThreads) ls_backward_rows(Args<T> a, Row
         A ak = acc_k[idx], av = acc_v[idx];
         for (int w = 0; w < kWarps; ++w) {
           if (!live[w]) continue;
-          const A* base = sm + lay.warps(R) + w * lay.per_warp;
+          const A* base = sm + lay.warps() + w * lay.per_warp;
           ak += base[2 * e + S + i] * base[f];       // ds_i · q_f
           av += base[2 * e + 2 * S + i] * base[e + f];  // p_i·f_i · dout_f
         }
@@ -325,7 +347,7 @@ __global__ void __launch_bounds__(kBlockThreads) ls_backward_rows(Args<T> a, Row
       }
     __syncthreads();
   }
-  if (want_bar) {
+  if (want_bar && a.bar_acc_smem) {
     A* pk = static_cast<A*>(a.part_k) + (bh * a.nblk + c) * R * e;
     A* pv = static_cast<A*>(a.part_v) + (bh * a.nblk + c) * R * e;
     for (int64_t idx = threadIdx.x; idx < R * e; idx += blockDim.x) {
@@ -508,19 +530,34 @@ Args<T> make_args(const char* op, const Tensor& q, const Tensor& k, const Tensor
   lay.ldk = e + 1;
   lay.per_warp = per_warp_elems(a.band, e, backward);
   auto bytes = [&] {
-    const int64_t bar = backward ? 2 * R * e : 0;
-    return (lay.warps(R) + kWarps * lay.per_warp + bar) * int64_t(sizeof(A));
+    const int64_t bar = a.bar_acc_smem ? 2 * R * e : 0;
+    return (lay.warps() + kWarps * lay.per_warp + bar) * int64_t(sizeof(A));
   };
-  a.stage = true;
+  // Everything in shared memory when it fits; otherwise, in this order (the first is what ran
+  // on the H200 for wide windows; issue #19 item 3 added the other two, for large R):
+  // 1. the window band is read from global memory (L2);
+  // 2. the rows kernel keeps its dK̄/dV̄ partial sums in its slice of part_k/part_v;
+  // 3. K̄ and V̄ are read from global memory.
+  // What remains, the per-warp rows of S = R + s slots, bounds S (about 2300 slots in the
+  // backward's 227 KB on an H100/H200, 7000 in the forward's).
+  a.stage = a.stage_bar = true;
+  a.bar_acc_smem = backward;
+  lay.bar_rows = R;
   lay.band_rows = a.band.band_rows(a.tile);
   if (bytes() > limit) {
     a.stage = false;
     lay.band_rows = 0;
   }
+  if (bytes() > limit) a.bar_acc_smem = false;
+  if (bytes() > limit) {
+    a.stage_bar = false;
+    lay.bar_rows = 0;
+  }
   smem = bytes();
-  LSF_CHECK(smem <= limit) << op << " (CUDA): R = " << R << " projected slots of head size e = " << e
-                           << " need " << smem << " bytes of shared memory per block, the device allows " << limit
-                           << "; q shape " << q.shape();
+  LSF_CHECK(smem <= limit) << op << " (CUDA): R + s = " << a.band.slots() << " slots (R = " << R
+                           << " projected, s = " << a.band.slots() - R << " window) of head size e = " << e
+                           << " need " << smem << " bytes of shared memory per block for the per-warp rows alone, the device allows "
+                           << limit << "; q shape " << q.shape();
   return a;
 }
 

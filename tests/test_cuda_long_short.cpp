@@ -451,6 +451,23 @@ TEST_CASE("long_short_attention CUDA kernels at the LRA's sizes: n 4096, e 32, R
   }
 }
 
+TEST_CASE("long_short_attention CUDA kernels past shared memory: e 64 with R 300 and 700", "[cuda][cuda_long_short]") {
+  LSF_REQUIRE_CUDA_DEVICE();
+  // Issue #19 item 3. In f32 at e 64 the rows kernel's staged K̄/V̄ and dK̄/dV̄ partial sums take
+  // ~1040 bytes per projected slot: R 300 (≈ 320 KB) keeps the partial sums in global memory;
+  // R 700 also reads K̄/V̄ from there, in the forward too (≈ 364 KB staged). Both past the
+  // 227 KB an H100/H200 block may use; before, both threw. f64 doubles every figure.
+  const Case cases[] = {{1, 2, 1024, 64, 300, 2, false, {1024, 777}}, {1, 1, 1024, 64, 700, 1, true, {}}};
+  for (const Case& c : cases) {
+    INFO(describe(c));
+    const Inputs in = make_inputs(c, 37);
+    for (DType t : {kF32, kF64}) {
+      INFO(dtype_name(t));
+      compare(run(in, c, kCUDA, t, {}), run(in, c, kCPU, t, {}), c, t);
+    }
+  }
+}
+
 TEST_CASE("long_short_attention on CUDA tensors: the op and its gradients equal the CPU op", "[cuda][cuda_long_short]") {
   LSF_REQUIRE_CUDA_DEVICE();
   // Through the public op and autograd (needs the rest of the CUDA backend: copies, fills,
