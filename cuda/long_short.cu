@@ -38,7 +38,10 @@
 // Numerics: f32/bf16/f16 accumulate in f32, f64 in f64; logits are length-e dot products and
 // sums run over R + s slots (rows) or ≤ 3·w queries (dK/dV) or n/tile partials (dK̄/dV̄).
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
 
 #include "lsformer/cuda/long_short_tiles.cuh"
 #include "lsformer/cuda/runtime.cuh"
@@ -473,9 +476,21 @@ int64_t max_shared_bytes(int device) {
   return int64_t(v) - 256;
 }
 
+// Lets `kernel` take `bytes` of dynamic shared memory on the current device (needed past 48 KB).
+// The attribute stays set for the process, so it is set once per kernel and device, and again
+// only for a larger size (issue #19 item 5: the call on every launch was a driver round trip).
 template <typename Kernel>
 void allow_shared(Kernel kernel, int64_t bytes) {
-  if (bytes > 48 * 1024) LSF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  if (bytes <= 48 * 1024) return;
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, int64_t> allowed;  // (kernel, device) → bytes set
+  int device = 0;
+  LSF_CUDA_CHECK(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> lock(mutex);
+  int64_t& set = allowed[{reinterpret_cast<const void*>(kernel), device}];
+  if (bytes <= set) return;
+  LSF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  set = bytes;
 }
 
 // The Rows view of a [B, h, n, e] tensor (undefined: null); e must have unit stride.
