@@ -184,11 +184,11 @@ __global__ void norm_partial_kernel(const T* __restrict__ x, int64_t n, NormKind
 }
 
 // partial[count] combined by one block into partial[count].
-__global__ void norm_final_kernel(double* partial, int count, NormKind kind) {
+__global__ void norm_final_kernel(const double* partial, int count, NormKind kind, double* result) {
   double acc = 0.0;
   for (int i = threadIdx.x; i < count; i += blockDim.x) acc = combine(kind, acc, partial[i]);
   acc = block_combine(kind, acc);
-  if (threadIdx.x == 0) partial[count] = acc;
+  if (threadIdx.x == 0) *result = acc;
 }
 
 template <typename T>
@@ -294,27 +294,63 @@ void adam_multi_update(const std::vector<AdamTensor>& list) {
   adam_multi_typed<double>(f64);
 }
 
+NormKind norm_kind(double p) {
+  return std::isinf(p) ? NormKind::kMax : p == 2.0 ? NormKind::kTwo : p == 1.0 ? NormKind::kOne : NormKind::kPow;
+}
+
+int norm_blocks(int64_t n) { return int(std::min<int64_t>(kNormBlocks, (n + kNormThreads - 1) / kNormThreads)); }
+
+// The two launches of one tensor's norm (n > 0): partial sums of `blocks` grid-stride shares
+// into partial[0, blocks), then their combination into *result, on the current stream.
+void launch_norm(const Tensor& c, NormKind kind, double p, double* partial, double* result) {
+  const int64_t n = c.numel();
+  const int blocks = norm_blocks(n);
+  kb::dispatch_floating(c.dtype(), "norm_pow_sum", [&]<typename T>() {
+    norm_partial_kernel<T><<<blocks, kNormThreads, 0, current_stream()>>>(static_cast<const T*>(c.raw_data()), n,
+                                                                          kind, p, partial);
+    LSF_CUDA_CHECK_LAUNCH("norm_pow_sum_kernel");
+  });
+  norm_final_kernel<<<1, kNormThreads, 0, current_stream()>>>(partial, blocks, kind, result);
+  LSF_CUDA_CHECK_LAUNCH("norm_pow_sum_kernel (final)");
+}
+
 double norm_pow_sum(const Tensor& x, double p) {
   const Tensor c = x.contiguous();
   const int64_t n = c.numel();
   if (n == 0) return 0.0;
   DeviceGuard guard(c.device().index);
-  const NormKind kind = std::isinf(p) ? NormKind::kMax : p == 2.0 ? NormKind::kTwo : p == 1.0 ? NormKind::kOne
-                                                                                                : NormKind::kPow;
-  const int blocks = int(std::min<int64_t>(kNormBlocks, (n + kNormThreads - 1) / kNormThreads));
+  const int blocks = norm_blocks(n);
   kb::DeviceBuffer partial(size_t(blocks + 1) * sizeof(double));
-  kb::dispatch_floating(c.dtype(), "norm_pow_sum", [&]<typename T>() {
-    norm_partial_kernel<T><<<blocks, kNormThreads, 0, current_stream()>>>(static_cast<const T*>(c.raw_data()), n,
-                                                                          kind, p, partial.as<double>());
-    LSF_CUDA_CHECK_LAUNCH("norm_pow_sum_kernel");
-  });
-  norm_final_kernel<<<1, kNormThreads, 0, current_stream()>>>(partial.as<double>(), blocks, kind);
-  LSF_CUDA_CHECK_LAUNCH("norm_pow_sum_kernel (final)");
+  launch_norm(c, norm_kind(p), p, partial.as<double>(), partial.as<double>() + blocks);
   double result = 0.0;
   LSF_CUDA_CHECK(cudaMemcpyAsync(&result, partial.as<double>() + blocks, sizeof(double), cudaMemcpyDeviceToHost,
                                  current_stream()));
   LSF_CUDA_CHECK(cudaStreamSynchronize(current_stream()));
   return result;
+}
+
+// Every tensor's norm_pow_sum with the same launches, the results gathered in one device array,
+// then one copy and one synchronisation (xs non-empty tensors on one device: ops/optim_update.cpp).
+std::vector<double> norm_pow_sums(const TensorList& xs, double p) {
+  std::vector<double> results(xs.size(), 0.0);
+  if (xs.empty()) return results;
+  DeviceGuard guard(xs.front().device().index);
+  TensorList contiguous;
+  std::vector<int64_t> offsets;
+  int64_t slots = 0;
+  for (const Tensor& x : xs) {
+    contiguous.push_back(x.contiguous());
+    offsets.push_back(slots);
+    slots += norm_blocks(x.numel());
+  }
+  kb::DeviceBuffer buffer(size_t(slots + int64_t(xs.size())) * sizeof(double));  // partials, then results
+  double* base = buffer.as<double>();
+  const NormKind kind = norm_kind(p);
+  for (size_t i = 0; i < xs.size(); ++i) launch_norm(contiguous[i], kind, p, base + offsets[i], base + slots + i);
+  LSF_CUDA_CHECK(cudaMemcpyAsync(results.data(), base + slots, xs.size() * sizeof(double), cudaMemcpyDeviceToHost,
+                                 current_stream()));
+  LSF_CUDA_CHECK(cudaStreamSynchronize(current_stream()));
+  return results;
 }
 
 void scale_inplace(const Tensor& x, double factor) {
@@ -335,6 +371,7 @@ LSF_REGISTER_KERNEL(sgd_update_kernel, DeviceType::CUDA, sgd_update);
 LSF_REGISTER_KERNEL(adam_update_kernel, DeviceType::CUDA, adam_update);
 LSF_REGISTER_KERNEL(adam_multi_update_kernel, DeviceType::CUDA, adam_multi_update);
 LSF_REGISTER_KERNEL(norm_pow_sum_kernel, DeviceType::CUDA, norm_pow_sum);
+LSF_REGISTER_KERNEL(norm_pow_sums_kernel, DeviceType::CUDA, norm_pow_sums);
 LSF_REGISTER_KERNEL(scale_inplace_kernel, DeviceType::CUDA, scale_inplace);
 
 }  // namespace lsf::cuda

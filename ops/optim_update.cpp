@@ -15,6 +15,7 @@ LSF_DEFINE_KERNEL(adam_update_kernel, void(const Tensor& param, const Tensor& gr
                                            const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, const AdamUpdate& u));
 LSF_DEFINE_KERNEL(adam_multi_update_kernel, void(const std::vector<AdamTensor>& list));
 LSF_DEFINE_KERNEL(norm_pow_sum_kernel, double(const Tensor& x, double p));
+LSF_DEFINE_KERNEL(norm_pow_sums_kernel, std::vector<double>(const TensorList& xs, double p));
 LSF_DEFINE_KERNEL(scale_inplace_kernel, void(const Tensor& x, double factor));
 
 namespace {
@@ -117,14 +118,39 @@ void adam_multi_update_(const std::vector<AdamTensor>& list) {
   for (const AdamTensor& t : list) bump_adam_versions(t.param, t.exp_avg, t.exp_avg_sq, t.max_exp_avg_sq, t.u);
 }
 
+namespace {
+void check_norm_input(const char* op, const Tensor& x, double p) {
+  check_defined(op, {&x});
+  LSF_CHECK(p > 0.0) << op << ": the norm order must be positive or inf, got " << p << " (shape " << x.shape() << ")";
+  LSF_CHECK(is_floating(x.dtype())) << op << ": expected a floating-point tensor, got " << x.dtype() << " (shape "
+                                    << x.shape() << ")";
+}
+}  // namespace
+
 double norm_pow_sum(const Tensor& x, double p) {
-  check_defined("norm_pow_sum", {&x});
-  LSF_CHECK(p > 0.0) << "norm_pow_sum: the norm order must be positive or inf, got " << p << " (shape "
-                     << x.shape() << ")";
-  LSF_CHECK(is_floating(x.dtype())) << "norm_pow_sum: expected a floating-point tensor, got " << x.dtype()
-                                    << " (shape " << x.shape() << ")";
+  check_norm_input("norm_pow_sum", x, p);
   if (x.numel() == 0) return 0.0;
   return norm_pow_sum_kernel(x.device(), x, p);
+}
+
+std::vector<double> norm_pow_sums(const TensorList& xs, double p) {
+  const char* op = "norm_pow_sums";
+  TensorList nonempty;
+  for (const Tensor& x : xs) {
+    check_norm_input(op, x, p);
+    LSF_CHECK(x.device() == xs.front().device()) << op << ": every tensor must be on one device, got "
+                                                 << xs.front().device() << " and " << x.device() << " (shape "
+                                                 << x.shape() << ")";
+    if (x.numel() > 0) nonempty.push_back(x);
+  }
+  std::vector<double> values(xs.size(), 0.0);  // an empty tensor's sum is 0
+  if (nonempty.empty()) return values;
+  const std::vector<double> sums = norm_pow_sums_kernel(nonempty.front().device(), nonempty, p);
+  LSF_CHECK(sums.size() == nonempty.size()) << op << ": internal error: " << sums.size() << " values for "
+                                            << nonempty.size() << " tensors";
+  for (size_t i = 0, k = 0; i < xs.size(); ++i)
+    if (xs[i].numel() > 0) values[i] = sums[k++];
+  return values;
 }
 
 void scale_(const Tensor& x, double factor) {

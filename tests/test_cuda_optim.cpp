@@ -160,6 +160,38 @@ TEST_CASE("cuda sgd_update_: 10 momentum / nesterov steps equal the CPU's", "[cu
   }
 }
 
+TEST_CASE("norm_pow_sums gives each tensor's norm_pow_sum, empty ones 0, and checks its inputs", "[optim]") {
+  Generator gen(8);
+  const TensorList xs = {randn({7}, TensorOptions(kF32), &gen), zeros({0}), randn({3, 5}, TensorOptions(kF64), &gen),
+                         randn({64}, TensorOptions(kF32), &gen).slice(0, 0, 64, 2)};  // strided
+  for (double p : {1.0, 2.0, 3.0, double(INFINITY)}) {
+    INFO("p " << p);
+    const std::vector<double> sums = norm_pow_sums(xs, p);
+    REQUIRE(sums.size() == xs.size());
+    for (size_t i = 0; i < xs.size(); ++i) CHECK(sums[i] == norm_pow_sum(xs[i], p));  // the same bits
+    CHECK(sums[1] == 0.0);
+  }
+  CHECK(norm_pow_sums({}, 2.0).empty());
+  CHECK_THROWS_WITH(norm_pow_sums({xs[0], Tensor()}, 2.0), Catch::Contains("norm_pow_sums") && Catch::Contains("undefined"));
+  CHECK_THROWS_WITH(norm_pow_sums(xs, 0.0), Catch::Contains("the norm order must be positive or inf, got 0"));
+  CHECK_THROWS_WITH(norm_pow_sums({arange(3)}, 2.0), Catch::Contains("expected a floating-point tensor"));
+}
+
+TEST_CASE("cuda norm_pow_sums: one synchronisation, each value norm_pow_sum's on the GPU", "[cuda][optim]") {
+  LSF_REQUIRE_CUDA_DEVICE();
+  Generator gen(9);
+  TensorList xs;
+  for (int64_t n : {int64_t(5), int64_t(0), int64_t(100003), int64_t(1) << 20, int64_t(257)})
+    xs.push_back(randn({n}, TensorOptions(n % 2 ? kF64 : kF32), &gen).to(kCUDA));
+  for (double p : {1.0, 2.0, 3.0, double(INFINITY)}) {
+    INFO("p " << p);
+    const std::vector<double> sums = norm_pow_sums(xs, p);
+    REQUIRE(sums.size() == xs.size());
+    for (size_t i = 0; i < xs.size(); ++i) CHECK(sums[i] == norm_pow_sum(xs[i], p));  // the same launches
+  }
+  CHECK_THROWS_WITH(norm_pow_sums({xs[0], randn({3})}, 2.0), Catch::Contains("every tensor must be on one device"));
+}
+
 TEST_CASE("cuda norm_pow_sum and scale_ equal the CPU's", "[cuda][optim]") {
   LSF_REQUIRE_CUDA_DEVICE();
   Generator gen(6);

@@ -1,9 +1,11 @@
-// clip_grad_norm_: the global norm from per-tensor Σ|g|^p partials (ops/optim_update.h), then
-// one in-place scaling per gradient.
+// clip_grad_norm_: the global norm from per-tensor Σ|g|^p partials (ops/optim_update.h,
+// norm_pow_sums: one device synchronisation per device), then one in-place scaling per gradient.
 #include "lsformer/models/optim/clip.h"
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "lsformer/engine/error.h"
 #include "lsformer/ops/optim_update.h"
@@ -20,12 +22,29 @@ void check_norm_type(const char* op, double norm_type) {
 double total_norm(const char* op, const TensorList& parameters, double norm_type) {
   check_norm_type(op, norm_type);
   const bool is_max = std::isinf(norm_type);
-  double acc = 0.0;
+  TensorList grads;
   for (const Tensor& p : parameters) {
     LSF_CHECK(p.defined()) << op << ": a parameter is undefined";
-    Tensor g = p.grad();
-    if (!g.defined()) continue;
-    const double v = norm_pow_sum(g, norm_type);
+    if (Tensor g = p.grad(); g.defined()) grads.push_back(g);
+  }
+  // Each gradient's Σ|g|^p, one norm_pow_sums call per device (on a GPU: one synchronisation
+  // for all its gradients), summed on the host in parameter order as before.
+  std::vector<double> values(grads.size());
+  std::vector<std::pair<Device, std::vector<size_t>>> by_device;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    auto it = std::find_if(by_device.begin(), by_device.end(),
+                           [&](const auto& group) { return group.first == grads[i].device(); });
+    if (it == by_device.end()) it = by_device.insert(by_device.end(), {grads[i].device(), {}});
+    it->second.push_back(i);
+  }
+  for (const auto& [device, indices] : by_device) {
+    TensorList group;
+    for (size_t i : indices) group.push_back(grads[i]);
+    const std::vector<double> sums = norm_pow_sums(group, norm_type);
+    for (size_t k = 0; k < indices.size(); ++k) values[indices[k]] = sums[k];
+  }
+  double acc = 0.0;
+  for (const double v : values) {
     if (is_max) {
       acc = (std::isnan(v) || std::isnan(acc)) ? std::nan("") : std::max(acc, v);
     } else {

@@ -200,12 +200,19 @@ double norm_pow_sum_contiguous(const T* x, int64_t n, double p) {
   return total;
 }
 
-double norm_pow_sum(const Tensor& x, double p) {
+double norm_pow_sum_of(const Tensor& x, double p) {
   // Gradients are contiguous in practice (AccumulateGrad owns them); a strided one is copied.
   const Tensor c = x.contiguous();
   return dispatch_float(c.dtype(), "norm_pow_sum", [&]<typename T>() {
     return norm_pow_sum_contiguous<T>(c.data_ptr<T>(), c.numel(), p);
   });
+}
+
+std::vector<double> norm_pow_sums_of(const TensorList& xs, double p) {
+  std::vector<double> sums;
+  sums.reserve(xs.size());
+  for (const Tensor& x : xs) sums.push_back(norm_pow_sum_of(x, p));
+  return sums;
 }
 
 void scale_inplace(const Tensor& x, double factor) {
@@ -220,7 +227,8 @@ void scale_inplace(const Tensor& x, double factor) {
 LSF_REGISTER_KERNEL(sgd_update_kernel, DeviceType::CPU, sgd_update);
 LSF_REGISTER_KERNEL(adam_update_kernel, DeviceType::CPU, adam_update);
 LSF_REGISTER_KERNEL(adam_multi_update_kernel, DeviceType::CPU, adam_multi_update);
-LSF_REGISTER_KERNEL(norm_pow_sum_kernel, DeviceType::CPU, norm_pow_sum);
+LSF_REGISTER_KERNEL(norm_pow_sum_kernel, DeviceType::CPU, norm_pow_sum_of);
+LSF_REGISTER_KERNEL(norm_pow_sums_kernel, DeviceType::CPU, norm_pow_sums_of);
 LSF_REGISTER_KERNEL(scale_inplace_kernel, DeviceType::CPU, scale_inplace);
 
 }  // namespace lsf::cpu
