@@ -8,11 +8,16 @@
 // inner == 1 (the usual last-dim softmax): a group of threads per row (a warp up to 1024
 // elements, a block beyond: cuda/offset_calc.h row_group_size), three passes over the row,
 // the later ones served from L1/L2. inner > 1: one thread per column (outer index, inner
-// index), threads of a warp on neighbouring columns so every pass reads coalesced.
+// index), threads of a warp on neighbouring columns so every pass reads coalesced — unless the
+// columns are few and long (the LRA projection softmax: [B, n, h·r] over n, B·h·r ≤ 2048
+// columns of 4096), where one thread per column leaves most of the GPU idle walking a column
+// serially: then the input is transposed so the columns become rows, the row kernels run, and
+// the result is transposed back (issue #19 item 5; kFewColumns is not yet tuned on a GPU).
 //
 // dtypes f32, f64, bf16, f16; f32/bf16/f16 compute and accumulate in float (as the CPU does
 // for f32), f64 in double.
 #include "lsformer/cuda/reduce_utils.cuh"
+#include "lsformer/engine/autograd.h"
 #include "lsformer/ops/softmax.h"
 #include "lsformer/ops/kernels/softmax.h"
 
@@ -121,6 +126,20 @@ __global__ void softmax_backward_columns_kernel(T* __restrict__ dx, const T* __r
 
 Tensor contiguous_input(const Tensor& t) { return t.is_contiguous() ? t : t.detach().contiguous(); }
 
+constexpr int64_t kFewColumns = 16384;  // below this many columns (of ≥ kLongColumn) the row kernels run on a transpose
+constexpr int64_t kLongColumn = 64;
+
+bool as_rows(const SoftmaxGeometry& g) { return g.inner > 1 && g.outer * g.inner < kFewColumns && g.n >= kLongColumn; }
+
+// t [outer, n, inner] → a new contiguous [outer, inner, n] (the CUDA copy kernel; nothing recorded).
+Tensor columns_to_rows(const Tensor& t, const SoftmaxGeometry& g) {
+  return t.detach().view({g.outer, g.n, g.inner}).transpose(1, 2).contiguous();
+}
+// dst [outer, n, inner] (contiguous) ← rows [outer, inner, n] transposed back.
+void rows_to_columns(const Tensor& dst, const Tensor& rows, const SoftmaxGeometry& g) {
+  dst.view({g.outer, g.n, g.inner}).copy_(rows.view({g.outer, g.inner, g.n}).transpose(1, 2));
+}
+
 void softmax_forward(bool log, const Tensor& y, const Tensor& x, int64_t dim) {
   const char* name = log ? "log_softmax" : "softmax";
   check_cuda_tensors("softmax_forward_kernel", {&y, &x});
@@ -131,12 +150,17 @@ void softmax_forward(bool log, const Tensor& y, const Tensor& x, int64_t dim) {
   const Tensor xc = contiguous_input(x);
   DeviceGuard guard(x.device().index);
   cudaStream_t stream = current_stream();
+  NoGradGuard no_grad;  // the transposing copies below are not part of any graph
+  const bool rows = as_rows(g);
+  const Tensor xr = rows ? columns_to_rows(xc, g) : xc;
+  const Tensor yr = rows ? empty(xr.shape(), xr.options()) : y;
   dispatch_cuda_float(x.dtype(), name, [&]<typename T>() {
     auto run = [&]<bool Log>() {
-      if (g.inner == 1) {
+      if (g.inner == 1 || rows) {
+        const int64_t count = g.outer * (rows ? g.inner : 1);
         with_group(g.n, [&]<int G>() {
-          softmax_rows_kernel<T, Log, G><<<blocks_for(g.outer, kRowsPerBlock<G>), kBlockThreads<G>, 0, stream>>>(
-              ptr<T>(y), ptr<const T>(xc), g.outer, g.n);
+          softmax_rows_kernel<T, Log, G><<<blocks_for(count, kRowsPerBlock<G>), kBlockThreads<G>, 0, stream>>>(
+              ptr<T>(yr), ptr<const T>(xr), count, g.n);
         });
       } else {
         softmax_columns_kernel<T, Log><<<blocks_for(g.outer * g.inner), kThreads, 0, stream>>>(
@@ -147,6 +171,7 @@ void softmax_forward(bool log, const Tensor& y, const Tensor& x, int64_t dim) {
     else run.template operator()<false>();
   });
   LSF_CUDA_CHECK_LAUNCH("softmax_forward_kernel");
+  if (rows) rows_to_columns(y, yr, g);
 }
 
 void softmax_backward(bool log, const Tensor& dx, const Tensor& dy, const Tensor& y, int64_t dim) {
@@ -160,12 +185,17 @@ void softmax_backward(bool log, const Tensor& dx, const Tensor& dy, const Tensor
   const Tensor dyc = contiguous_input(dy), yc = contiguous_input(y);
   DeviceGuard guard(y.device().index);
   cudaStream_t stream = current_stream();
+  NoGradGuard no_grad;
+  const bool rows = as_rows(g);
+  const Tensor dyr = rows ? columns_to_rows(dyc, g) : dyc, yr = rows ? columns_to_rows(yc, g) : yc;
+  const Tensor dxr = rows ? empty(yr.shape(), yr.options()) : dx;
   dispatch_cuda_float(y.dtype(), name, [&]<typename T>() {
     auto run = [&]<bool Log>() {
-      if (g.inner == 1) {
+      if (g.inner == 1 || rows) {
+        const int64_t count = g.outer * (rows ? g.inner : 1);
         with_group(g.n, [&]<int G>() {
-          softmax_backward_rows_kernel<T, Log, G><<<blocks_for(g.outer, kRowsPerBlock<G>), kBlockThreads<G>, 0, stream>>>(
-              ptr<T>(dx), ptr<const T>(dyc), ptr<const T>(yc), g.outer, g.n);
+          softmax_backward_rows_kernel<T, Log, G><<<blocks_for(count, kRowsPerBlock<G>), kBlockThreads<G>, 0, stream>>>(
+              ptr<T>(dxr), ptr<const T>(dyr), ptr<const T>(yr), count, g.n);
         });
       } else {
         softmax_backward_columns_kernel<T, Log><<<blocks_for(g.outer * g.inner), kThreads, 0, stream>>>(
@@ -176,6 +206,7 @@ void softmax_backward(bool log, const Tensor& dx, const Tensor& dy, const Tensor
     else run.template operator()<false>();
   });
   LSF_CUDA_CHECK_LAUNCH("softmax_backward_kernel");
+  if (rows) rows_to_columns(dx, dxr, g);
 }
 
 }  // namespace

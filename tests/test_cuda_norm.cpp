@@ -56,13 +56,17 @@ TEST_CASE("CUDA softmax and log_softmax match the CPU forward and backward", "[c
       {{5, 3000}, 1},      // 128 threads per row
       {{3, 20001}, 1},     // longer than a block: 1024 threads per row
       {{4, 9, 6}, 1},      // inner dim: one thread per column
-      {{300, 5}, 0},       // leading dim
+      {{300, 5}, 0},       // leading dim, few long columns: rows of a transposed copy
+      {{2, 4096, 64}, 1},  // the LRA projection softmax (over the tokens): rows of a transposed copy
+      {{2, 100, 9000}, 1}, // many columns: one thread per column
   };
   for (DType t : {kF32, kF64, kBF16, kF16}) {
     for (const Case& c : cases) {
       const int64_t d = c.dim < 0 ? c.dim + int64_t(c.shape.size()) : c.dim;
       const int64_t n = c.shape[size_t(d)];
-      const bool columns = d + 1 < int64_t(c.shape.size());  // an inner dim follows: column kernels
+      // An inner dim follows: the column kernels' serial sums, or the row kernels on a transpose,
+      // whose shorter sums the column bound covers.
+      const bool columns = d + 1 < int64_t(c.shape.size());
       auto serr = [&](int64_t len) { return sum_err(len, t, columns); };
       for (bool log : {false, true}) {
         INFO(dtype_name(t) << " " << (log ? "log_softmax" : "softmax") << " shape " << test::str(c.shape) << " dim "
