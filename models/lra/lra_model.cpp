@@ -83,7 +83,10 @@ void check_inputs(const LraModelOptions& o, const Tensor& tokens, const Tensor& 
     LSF_CHECK(n == o.max_seq_len) << kName << ": attention \"linformer\" needs n = max_seq_len = " << o.max_seq_len
                                   << " (its projection has one column per position), got n = " << n << " for " << tok;
   }
-  if (tokens.numel() > 0) {
+  // On the CPU the ids are checked here, with a message naming the model's input. On a GPU that
+  // would be two synchronisations per forward (issue #19 item 5); the embedding's own range
+  // check (one flag read, cuda/embedding.cu) names the bad id and the table size instead.
+  if (tokens.numel() > 0 && tokens.device().is_cpu()) {
     const int64_t lo = amin(tokens).to(kI64).item<int64_t>();
     const int64_t hi = amax(tokens).to(kI64).item<int64_t>();
     LSF_CHECK(lo >= 0 && hi < o.vocab_size) << kName << ": " << tok << " ids span [" << lo << ", " << hi
