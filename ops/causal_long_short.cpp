@@ -12,6 +12,7 @@
 #include <limits>
 #include <vector>
 
+#include "lsformer/engine/autocast.h"
 #include "lsformer/engine/autograd.h"
 #include "lsformer/ops/binary.h"
 #include "lsformer/ops/kernels/binary.h"
@@ -90,6 +91,12 @@ TensorList as_list(const CausalLongShortInputs& in) {
 }  // namespace
 
 Tensor causal_long_short_attention(const CausalLongShortInputs& inputs, const CausalLongShortGeometry& g) {
+  const CausalLongShortInputs& i = inputs;
+  if (const autocast::Region region({&i.q, &i.kw, &i.vw, &i.u, &i.v, &i.rw, &i.kc, &i.vc, &i.rc}); region) {
+    const CausalLongShortInputs low{region.in(i.q),  region.in(i.kw), region.in(i.vw), region.in(i.u), region.in(i.v),
+                                    region.in(i.rw), region.in(i.kc), region.in(i.vc), region.in(i.rc)};
+    return region.out(causal_long_short_attention(low, g));
+  }
   const char* op = "causal_long_short_attention";
   const Sizes s = check_inputs(op, inputs, g);
   const CausalLongShortInputs in = row_contiguous_inputs(inputs);

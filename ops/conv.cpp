@@ -7,6 +7,7 @@
 #include <climits>
 #include <ostream>
 
+#include "lsformer/engine/autocast.h"
 #include "lsformer/engine/autograd.h"
 #include "lsformer/ops/factory.h"
 #include "lsformer/ops/flops.h"
@@ -59,6 +60,8 @@ Shape conv2d_output_shape(const Shape& xs, const Shape& ws, const Conv2dOptions&
 }
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options) {
+  if (const autocast::Region region({&input, &weight, &bias}); region)
+    return region.out(conv2d(region.in(input), region.in(weight), region.in(bias), options));
   check_defined("conv2d", {&input, &weight});
   const bool unbatched = input.dim() == 3;
   const Tensor x = unbatched ? input.unsqueeze(0) : input;

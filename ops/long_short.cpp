@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "lsformer/engine/autocast.h"
 #include "lsformer/engine/autograd.h"
 #include "lsformer/ops/binary.h"
 #include "lsformer/ops/kernels/binary.h"
@@ -87,6 +88,9 @@ void check_args(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
 
 Tensor long_short_attention(const Tensor& q_in, const Tensor& k, const Tensor& v, const Tensor& kbar,
                             const Tensor& vbar, const Tensor& mask, const LongShortAttentionOptions& options) {
+  if (const autocast::Region region({&q_in, &k, &v, &kbar, &vbar}); region)
+    return region.out(long_short_attention(region.in(q_in), region.in(k), region.in(v), region.in(kbar),
+                                           region.in(vbar), mask, options));
   check_args(q_in, k, v, kbar, vbar, mask, options);
   LongShortGeometry geo{options.window, options.self_slot, options.block_queries};
   // q's scale inside the kernel where the backend has it (the CPU's), else as an op before it.

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 
+#include "lsformer/engine/autocast.h"
 #include "lsformer/engine/autograd.h"
 #include "lsformer/ops/binary.h"
 #include "lsformer/ops/factory.h"
@@ -142,6 +143,7 @@ Tensor product(const char* op, const Tensor& a, const Tensor& b, const Tensor& a
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (const autocast::Region region({&a, &b}); region) return region.out(matmul(region.in(a), region.in(b)));
   check_operands("matmul", a, b);
   LSF_CHECK(a.dim() >= 1 && b.dim() >= 1)
       << "matmul: both arguments need at least 1 dimension, got shapes " << a.shape() << " and "
@@ -174,6 +176,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
+  if (const autocast::Region region({&a, &b}); region) return region.out(bmm(region.in(a), region.in(b)));
   check_operands("bmm", a, b);
   LSF_CHECK(a.dim() == 3 && b.dim() == 3)
       << "bmm: expected 3-D tensors, got shapes " << a.shape() << " and " << b.shape();
@@ -235,6 +238,8 @@ void check_linear_args(const char* name, const Tensor& x, const Tensor& weight, 
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (const autocast::Region region({&x, &weight, &bias}); region)
+    return region.out(linear(region.in(x), region.in(weight), region.in(bias)));
   const char* name = "linear";
   check_linear_args(name, x, weight, bias);
   if (!bias.defined()) return matmul(x, weight.t());
@@ -312,6 +317,19 @@ TensorList grouped_forward(const Tensor& x, const TensorList& weights, const Ten
 }  // namespace
 
 TensorList linears(const Tensor& x, const TensorList& weights, const TensorList& biases) {
+  if (autocast_enabled()) {
+    std::vector<const Tensor*> operands{&x};
+    for (const Tensor& w : weights) operands.push_back(&w);
+    for (const Tensor& b : biases) operands.push_back(&b);
+    if (const autocast::Region region(operands); region) {
+      TensorList ws, bs;
+      for (const Tensor& w : weights) ws.push_back(region.in(w));
+      for (const Tensor& b : biases) bs.push_back(region.in(b));
+      TensorList outs = linears(region.in(x), ws, bs);
+      for (Tensor& o : outs) o = region.out(o);
+      return outs;
+    }
+  }
   const char* name = "linears";
   LSF_CHECK(!weights.empty() && biases.size() == weights.size())
       << name << ": expected one bias (or an undefined tensor) per weight and at least one weight, got "

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "lsformer/engine/anomaly.h"
+#include "lsformer/engine/autocast.h"
 #include "lsformer/engine/autograd.h"
 #include "lsformer/engine/blas_core.h"
 #include "lsformer/engine/cuda_api.h"
