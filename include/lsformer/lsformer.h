@@ -83,6 +83,7 @@
 #include "lsformer/models/nn/std_conv2d.h"
 #include "lsformer/models/optim/adam.h"
 #include "lsformer/models/optim/clip.h"
+#include "lsformer/models/optim/grad_scaler.h"
 #include "lsformer/models/optim/optimizer.h"
 #include "lsformer/models/optim/schedule.h"
 #include "lsformer/models/optim/sgd.h"
