@@ -58,7 +58,7 @@ void check_like_composition(const std::function<Tensor(const TensorList&)>& op, 
 
 }  // namespace
 
-TEST_CASE("AutocastGuard: per thread, nested, restored; only bf16, f16 or f32", "[autocast]") {
+TEST_CASE("AutocastGuard: per thread, nested, restored, only bf16, f16 or f32", "[autocast]") {
   CHECK(autocast_dtype() == kF32);
   CHECK_FALSE(autocast_enabled());
   {

@@ -93,7 +93,7 @@ TEST_CASE("GradScaler: gradients divided by the scale, non-finite steps skipped,
   CHECK_THROWS_WITH(scaler.update(), Contains("no step() or unscale_() since the last update()"));
 }
 
-TEST_CASE("GradScaler: a growth past f32's range is not applied; state and options are checked", "[optim][grad_scaler]") {
+TEST_CASE("GradScaler: a growth past the f32 range is not applied, state and options are checked", "[optim][grad_scaler]") {
   Rig r;
   optim::GradScaler top({.init_scale = std::ldexp(1.0, 127), .growth_interval = 1});
   r.set_grad(1, 1);

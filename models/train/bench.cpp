@@ -8,6 +8,7 @@
 #include <numeric>
 #include <ostream>
 
+#include "lsformer/engine/autocast.h"
 #include "lsformer/engine/autograd.h"
 #include "lsformer/engine/error.h"
 #include "lsformer/engine/parallel.h"
@@ -15,6 +16,7 @@
 #include "lsformer/engine/random.h"
 #include "lsformer/engine/storage.h"
 #include "lsformer/models/optim/clip.h"
+#include "lsformer/models/optim/grad_scaler.h"
 #include "lsformer/models/optim/schedule.h"
 #include "lsformer/models/train/memory_estimate.h"
 #include "lsformer/models/train/memory_usage.h"
@@ -76,6 +78,8 @@ BenchResult bench_training(const RunConfig& config, const BenchOptions& options)
 
   std::unique_ptr<optim::Optimizer> optimizer;
   std::unique_ptr<optim::Schedule> schedule;
+  std::unique_ptr<optim::GradScaler> scaler;  // train.precision = "f16", as lsf train
+  if (!options.forward_only && config.train.precision == Precision::F16) scaler = std::make_unique<optim::GradScaler>();
   if (options.forward_only) {
     model.eval();
   } else {
@@ -85,24 +89,32 @@ BenchResult bench_training(const RunConfig& config, const BenchOptions& options)
   }
 
   // One step of trainer.cpp's run_loop; returns the units it processed.
+  // The forward under train.precision's autocast, as lsf train runs it.
+  auto forward = [&](int64_t k) {
+    AutocastGuard autocast(autocast_dtype_of(config.train.precision));
+    return task->train_step(model, k);
+  };
   auto step = [&](int64_t k) {
     if (options.forward_only) {
       NoGradGuard no_grad;
-      TrainStep s = task->train_step(model, k);
+      TrainStep s = forward(k);
       if (!std::isfinite(s.loss.item<float>())) ++result.non_finite_steps;
       return s.units;
     }
     optim::apply_schedule(*schedule, *optimizer, k);
-    TrainStep s = task->train_step(model, k);
+    TrainStep s = forward(k);
     const float loss = s.loss.item<float>();
-    s.loss.backward();
-    if (!std::isfinite(loss) || !first_non_finite_gradient(model).empty()) {
+    (scaler ? scaler->scale(s.loss) : s.loss).backward();
+    if (scaler && !scaler->unscale_(*optimizer)) {
+      ++result.non_finite_steps;  // the loss scaler skips it and lowers the scale
+    } else if (!std::isfinite(loss) || !first_non_finite_gradient(model).empty()) {
       ++result.non_finite_steps;  // skipped, as train.non_finite = "skip" would
     } else {
       profiler::PhaseScope phase("optimizer");
       if (config.optimizer.grad_clip > 0) optim::clip_grad_norm_(model.named_parameters(), config.optimizer.grad_clip);
       optimizer->step();
     }
+    if (scaler) scaler->update();
     profiler::PhaseScope phase("optimizer");
     optimizer->zero_grad();
     return s.units;

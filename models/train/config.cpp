@@ -78,6 +78,7 @@ void visit_config(RunConfig& c, FieldVisitor& v) {
   v.field("train.seed", t.seed);
   v.field("train.threads", t.threads);
   v.field("train.non_finite", t.non_finite, kNonFiniteNames);
+  v.field("train.precision", t.precision, kPrecisionNames);
   v.field("train.memory_limit", t.memory_limit);
 }
 

@@ -32,6 +32,7 @@
 #include <typeinfo>
 #include <vector>
 
+#include "lsformer/engine/dtype.h"
 #include "lsformer/engine/enum_names.h"
 #include "lsformer/engine/error.h"
 #include "lsformer/models/optim/schedule.h"
@@ -119,6 +120,16 @@ struct ScheduleConfig {
 enum class NonFiniteAction { Stop, Skip };
 inline constexpr const char* kNonFiniteNames[] = {"stop", "skip"};
 
+// The arithmetic of a training step's forward (engine/autocast.h): f32 throughout, or the
+// product ops in bf16 / f16 (AutocastGuard) with f32 master weights; f16 adds dynamic loss
+// scaling (optim::GradScaler), whose skipped steps are part of it, not failures.
+enum class Precision { F32, BF16, F16 };
+inline constexpr const char* kPrecisionNames[] = {"f32", "bf16", "f16"};
+// The AutocastGuard dtype of a precision (kF32: autocast off).
+inline DType autocast_dtype_of(Precision p) {
+  return p == Precision::BF16 ? DType::BF16 : p == Precision::F16 ? DType::F16 : DType::F32;
+}
+
 struct LoopConfig {
   int64_t steps = 5000;
   int64_t batch_size = 32;
@@ -131,6 +142,7 @@ struct LoopConfig {
   uint64_t seed = 1234;           // model initialisation, dropout, batch order
   int64_t threads = 0;            // CPU threads; 0: the default (OMP_NUM_THREADS or all cores)
   NonFiniteAction non_finite = NonFiniteAction::Stop;
+  Precision precision = Precision::F32;
   double memory_limit = 0;        // bytes a run may use (models/train/memory_estimate.h); 0: the
                                   // machine's MemAvailable. A config estimated above it is refused.
 };

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lsformer/engine/anomaly.h"
+#include "lsformer/engine/autocast.h"
 #include "lsformer/engine/autograd.h"
 #include "lsformer/engine/parallel.h"
 #include "lsformer/engine/profiler.h"
@@ -29,6 +30,7 @@
 #include "lsformer/engine/safetensors.h"
 #include "lsformer/models/optim/adam.h"
 #include "lsformer/models/optim/clip.h"
+#include "lsformer/models/optim/grad_scaler.h"
 #include "lsformer/models/train/checkpoint.h"
 #include "lsformer/models/train/curves.h"
 #include "lsformer/models/train/data_parallel.h"
@@ -199,6 +201,8 @@ struct Run {
   std::shared_ptr<nn::Module> model;
   std::unique_ptr<optim::Optimizer> optimizer;
   std::unique_ptr<optim::Schedule> schedule;
+  std::unique_ptr<optim::GradScaler> scaler;  // train.precision = "f16" only
+  int64_t scaler_skips = 0;                   // steps the scaler skipped (inf/NaN gradients), this invocation
   int64_t step = 0;  // steps done
   Best best;
   // Carried across a resume in last.safetensors: the open log window's sums (its metrics line
@@ -239,6 +243,7 @@ Run start_run(const RunConfig& config, const TrainOptions& options, ProgressLine
   run.model->train();
   run.optimizer = make_optimizer(config, *run.model);
   run.schedule = make_schedule(config);
+  if (config.train.precision == Precision::F16) run.scaler = std::make_unique<optim::GradScaler>();
   run.best.rule = run.task->selection();
   if (!options.init_from.empty()) {  // a new phase: the weights only (checked in train())
     CheckpointInfo info = load_weights("--init-from", options.init_from, config, *run.model);
@@ -275,6 +280,13 @@ Run start_run(const RunConfig& config, const TrainOptions& options, ProgressLine
     }
     if (info.extra.count("train_loss")) run.last_logged_loss = extra_number(info.extra, "train_loss", last);
     if (info.extra.count("wall_seconds")) run.prior_wall_seconds = extra_number(info.extra, "wall_seconds", last);
+    if (run.scaler) {
+      LSF_CHECK(info.extra.count("grad_scaler_scale") && info.extra.count("grad_scaler_growth_tracker"))
+          << "--resume: '" << last << "' holds no loss-scaler state ('extra.grad_scaler_scale'), which a "
+          << "train.precision = \"f16\" run saves";
+      run.scaler->set_state(extra_number(info.extra, "grad_scaler_scale", last),
+                            extra_count(info.extra, "grad_scaler_growth_tracker", last));
+    }
     progress.message("resuming '" + run.paths.dir + "' at step " + std::to_string(run.step) + "/" +
                      std::to_string(config.train.steps));
   }
@@ -316,6 +328,10 @@ void save_last(const Run& run, const LogWindow& window, double last_logged_loss,
   info.extra["window_tally"] = tally.dump();
   info.extra["train_loss"] = exact(last_logged_loss);
   info.extra["wall_seconds"] = exact(run.prior_wall_seconds + seconds_since(started));
+  if (run.scaler) {
+    info.extra["grad_scaler_scale"] = exact(run.scaler->get_scale());
+    info.extra["grad_scaler_growth_tracker"] = std::to_string(run.scaler->growth_tracker());
+  }
   save_checkpoint(run.paths.last, *run.model, run.optimizer.get(), info);
 }
 
@@ -365,10 +381,14 @@ void run_loop(Run& run, int64_t end_step, MetricsLog* metrics, ProgressLine& pro
   summary.final_train_loss = run.last_logged_loss;
   for (; run.step < end_step;) {
     optim::apply_schedule(*run.schedule, *run.optimizer, run.step);  // lr and beta1 for this update
-    TrainStep s = run.task->train_step(*run.model, run.step);
+    TrainStep s;
+    {
+      AutocastGuard autocast(autocast_dtype_of(loop.precision));  // the forward only, as PyTorch's autocast
+      s = run.task->train_step(*run.model, run.step);
+    }
     float loss = s.loss.item<float>();
     run.dp->before_backward();
-    s.loss.backward();
+    (run.scaler ? run.scaler->scale(s.loss) : s.loss).backward();
     bool stop_requested = g_stop_signal != 0;
     {
       // Data parallelism: the gradients' mean over the ranks, and the step's logged numbers
@@ -377,14 +397,21 @@ void run_loop(Run& run, int64_t end_step, MetricsLog* metrics, ProgressLine& pro
       run.dp->after_backward();
       run.dp->reduce_step(loss, s, stop_requested);
     }
+    // f16: the gradients back to their true scale; an inf or NaN among them (an overflow of the
+    // scaled loss) skips the update and lowers the scale, as GradScaler does: part of the
+    // method, not a failure.
+    const bool scaler_skip = run.scaler && !run.scaler->unscale_(*run.optimizer);
+    if (scaler_skip) ++run.scaler_skips;
     // A non-finite loss or gradient would poison the parameters and the optimizer's moments for
     // good: checked before clipping (which would spread one NaN to every gradient).
-    const std::string bad_param = first_non_finite_gradient(*run.model);
-    const bool faulty = !std::isfinite(loss) || !bad_param.empty();
+    const std::string bad_param = scaler_skip ? std::string() : first_non_finite_gradient(*run.model);
+    const bool faulty = !scaler_skip && (!std::isfinite(loss) || !bad_param.empty());
     const int64_t done = run.step + 1;
     const bool log_now = done % loop.log_every == 0 || done == loop.steps;
     double grad_norm = 0.0;  // of this step's gradients, before clipping: logged with the window
-    if (faulty) {
+    if (scaler_skip) {
+      // Nothing to do: the scale is lowered below.
+    } else if (faulty) {
       std::ostringstream what;
       what << "step " << done << ": non-finite " << (std::isfinite(loss) ? "gradient" : "loss") << " (loss "
            << loss << "; first parameter with a non-finite gradient: "
@@ -401,7 +428,9 @@ void run_loop(Run& run, int64_t end_step, MetricsLog* metrics, ProgressLine& pro
         grad_norm = optim::grad_norm(run.model->parameters());
       run.optimizer->step();
     }
-    if (run.tb && !faulty && loop.tensorboard_every > 0 && done % loop.tensorboard_every == 0) {
+    if (run.scaler) run.scaler->update();
+    const bool updated = !faulty && !scaler_skip;
+    if (run.tb && updated && loop.tensorboard_every > 0 && done % loop.tensorboard_every == 0) {
       profiler::PauseScope not_a_step;
       log_histograms(*run.tb, *run.model, done);  // the updated parameters, this step's gradients
     }
@@ -411,7 +440,7 @@ void run_loop(Run& run, int64_t end_step, MetricsLog* metrics, ProgressLine& pro
     }
     run.step = done;
 
-    if (!faulty) window.add(loss, s);  // a skipped step's NaN would poison the window's mean
+    if (updated) window.add(loss, s);  // a skipped step's NaN would poison the window's mean
     const std::vector<Metric> shown = run.task->window_metrics(window.tally(), window.steps());
     const double eta = seconds_since(loop_started) / double(done - first_step) * double(loop.steps - done);
     progress.update(progress_text(done, loop.steps, window.mean_loss(), shown, run.optimizer->lr(), window.rate(),
