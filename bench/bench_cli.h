@@ -92,11 +92,12 @@ SamplingPlan sampling_plan(const Options& o, double sample_s) {
           .min_sample_ms = o.min_sample_ms, .sample_ms = sample_s * 1e3, .cpu_clock = o.cpu_clock};
 }
 
-// The flags of the GPU benchmarks (bench_cuda_ops, bench_cuda_attention) beyond common_flags:
-// Options also needs sample_s, dtype and json.
+// The flags of the GPU benchmarks (bench_cuda_ops, bench_cuda_attention): common_flags, then
+// theirs (Options also needs sample_s, dtype and json).
 template <typename Options>
-std::vector<Flag<Options>> gpu_flags() {
-  return {
+std::vector<Flag<Options>> gpu_flags(const char* filter_help) {
+  std::vector<Flag<Options>> flags = common_flags<Options>(filter_help);
+  flags.insert(flags.end(), {
       {"--sample-time", "SECONDS", "sampling time per case (default 0.5)",
        [](Options& o, const std::string& v) { o.sample_s = number_at_least(v, 0); }},
       {"--dtype", "f32|bf16", "the operands' dtype (default f32)",
@@ -105,7 +106,8 @@ std::vector<Flag<Options>> gpu_flags() {
          o.dtype = v == "bf16" ? lsf::kBF16 : lsf::kF32;
        }},
       {"--json", nullptr, "one JSON line per case", [](Options& o, const std::string&) { o.json = true; }},
-  };
+  });
+  return flags;
 }
 
 // Parses argv with `flags`, then returns run(options). --help prints the usage (exit 0); an

@@ -46,9 +46,7 @@ using Flag = bench::Flag<Options>;
 
 const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = [] {
-    std::vector<Flag> t = bench::common_flags<Options>("only cases whose name contains TEXT (e.g. 'n=16384 w=8 ')");
-    const std::vector<Flag> gpu = bench::gpu_flags<Options>();
-    t.insert(t.end(), gpu.begin(), gpu.end());
+    std::vector<Flag> t = bench::gpu_flags<Options>("only cases whose name contains TEXT (e.g. 'n=16384 w=8 ')");
     t.push_back({"--heads", "H", "heads of dimension 64 (default 8)",
                  [](Options& o, const std::string& v) { o.heads = bench::int_at_least(v, 1); }});
     return t;

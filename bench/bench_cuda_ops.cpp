@@ -48,9 +48,7 @@ using Flag = bench::Flag<Options>;
 
 const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = [] {
-    std::vector<Flag> t = bench::common_flags<Options>("only cases whose name contains TEXT (e.g. softmax)");
-    const std::vector<Flag> gpu = bench::gpu_flags<Options>();
-    t.insert(t.end(), gpu.begin(), gpu.end());
+    std::vector<Flag> t = bench::gpu_flags<Options>("only cases whose name contains TEXT (e.g. softmax)");
     t.push_back({"--rows", "N", "rows of the [N, 1024] operands (default 32768: 128 MiB in f32)",
                  [](Options& o, const std::string& v) { o.rows = bench::int_at_least(v, 1); }});
     return t;
