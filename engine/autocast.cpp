@@ -21,10 +21,12 @@ AutocastGuard::~AutocastGuard() { g_autocast = previous_; }
 
 namespace autocast {
 
-Region::Region(const std::vector<const Tensor*>& operands) {
+void Region::enter(const Tensor* const* first, const Tensor* const* last) {
   if (g_autocast == DType::F32) return;
-  for (const Tensor* t : operands)
-    if (t->defined() && is_floating(t->dtype()) && t->dtype() != DType::F32) return;  // f64 (or 16-bit) runs as it is
+  for (const Tensor* const* it = first; it != last; ++it) {
+    const Tensor& t = **it;
+    if (t.defined() && is_floating(t.dtype()) && t.dtype() != DType::F32) return;  // f64 (or 16-bit) runs as it is
+  }
   active_ = true;
   low_ = g_autocast;
   g_autocast = DType::F32;  // the op's inner call runs plain

@@ -18,6 +18,7 @@
 // runs as f64). The state is per thread, like grad mode.
 #pragma once
 
+#include <initializer_list>
 #include <vector>
 
 #include "lsformer/engine/dtype.h"
@@ -53,7 +54,10 @@ namespace autocast {
 // lives, autocast is off on the thread (the op's inner call runs plain).
 class Region {
  public:
-  explicit Region(const std::vector<const Tensor*>& operands);
+  // An initializer list for the fixed-arity ops (no allocation on their path when autocast is
+  // off), a vector for linears' variable number of operands.
+  explicit Region(std::initializer_list<const Tensor*> operands) { enter(operands.begin(), operands.end()); }
+  explicit Region(const std::vector<const Tensor*>& operands) { enter(operands.data(), operands.data() + operands.size()); }
   ~Region();
   Region(const Region&) = delete;
   Region& operator=(const Region&) = delete;
@@ -65,6 +69,7 @@ class Region {
   Tensor out(const Tensor& t) const;
 
  private:
+  void enter(const Tensor* const* first, const Tensor* const* last);
   bool active_ = false;
   DType low_ = DType::F32;
 };
