@@ -135,21 +135,26 @@ double norm_pow_sum(const Tensor& x, double p) {
 
 std::vector<double> norm_pow_sums(const TensorList& xs, double p) {
   const char* op = "norm_pow_sums";
-  TensorList nonempty;
-  for (const Tensor& x : xs) {
-    check_norm_input(op, x, p);
-    LSF_CHECK(x.device() == xs.front().device()) << op << ": every tensor must be on one device, got "
-                                                 << xs.front().device() << " and " << x.device() << " (shape "
-                                                 << x.shape() << ")";
-    if (x.numel() > 0) nonempty.push_back(x);
-  }
+  for (const Tensor& x : xs) check_norm_input(op, x, p);
   std::vector<double> values(xs.size(), 0.0);  // an empty tensor's sum is 0
-  if (nonempty.empty()) return values;
-  const std::vector<double> sums = norm_pow_sums_kernel(nonempty.front().device(), nonempty, p);
-  LSF_CHECK(sums.size() == nonempty.size()) << op << ": internal error: " << sums.size() << " values for "
-                                            << nonempty.size() << " tensors";
-  for (size_t i = 0, k = 0; i < xs.size(); ++i)
-    if (xs[i].numel() > 0) values[i] = sums[k++];
+  // One kernel call per device, over its non-empty tensors in list order.
+  std::vector<bool> done(xs.size(), false);
+  for (size_t first = 0; first < xs.size(); ++first) {
+    if (done[first] || xs[first].numel() == 0) continue;
+    const Device device = xs[first].device();
+    TensorList group;
+    std::vector<size_t> at;
+    for (size_t i = first; i < xs.size(); ++i)
+      if (!done[i] && xs[i].numel() > 0 && xs[i].device() == device) {
+        group.push_back(xs[i]);
+        at.push_back(i);
+        done[i] = true;
+      }
+    const std::vector<double> sums = norm_pow_sums_kernel(device, group, p);
+    LSF_CHECK(sums.size() == group.size()) << op << ": internal error: " << sums.size() << " values for "
+                                           << group.size() << " tensors";
+    for (size_t k = 0; k < at.size(); ++k) values[at[k]] = sums[k];
+  }
   return values;
 }
 

@@ -68,8 +68,8 @@ void adam_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg
 void adam_multi_update_(const std::vector<AdamTensor>& list);
 // Σ|x|^p in double, or max |x| for p = +inf; p > 0.
 double norm_pow_sum(const Tensor& x, double p);
-// norm_pow_sum of each tensor, the same values, all on one device: on a GPU one synchronisation
-// for the whole list instead of one per tensor (clip_grad_norm_ over every parameter).
+// norm_pow_sum of each tensor, the same values: on a GPU one synchronisation per device for the
+// whole list instead of one per tensor (clip_grad_norm_ over every parameter).
 std::vector<double> norm_pow_sums(const TensorList& xs, double p);
 // x ← x · factor in place (not recorded by autograd).
 void scale_(const Tensor& x, double factor);

@@ -189,7 +189,10 @@ TEST_CASE("cuda norm_pow_sums: one synchronisation, each value norm_pow_sum's on
     REQUIRE(sums.size() == xs.size());
     for (size_t i = 0; i < xs.size(); ++i) CHECK(sums[i] == norm_pow_sum(xs[i], p));  // the same launches
   }
-  CHECK_THROWS_WITH(norm_pow_sums({xs[0], randn({3})}, 2.0), Catch::Contains("every tensor must be on one device"));
+  // Tensors on several devices: one call per device, each value the tensor's own.
+  const Tensor host = randn({3});
+  const std::vector<double> mixed = norm_pow_sums({xs[0], host, xs[2]}, 2.0);
+  CHECK(mixed == std::vector<double>{norm_pow_sum(xs[0], 2.0), norm_pow_sum(host, 2.0), norm_pow_sum(xs[2], 2.0)});
 }
 
 TEST_CASE("cuda norm_pow_sum and scale_ equal the CPU's", "[cuda][optim]") {

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <utility>
 #include <vector>
 
 #include "lsformer/engine/error.h"
@@ -27,24 +26,10 @@ double total_norm(const char* op, const TensorList& parameters, double norm_type
     LSF_CHECK(p.defined()) << op << ": a parameter is undefined";
     if (Tensor g = p.grad(); g.defined()) grads.push_back(g);
   }
-  // Each gradient's Σ|g|^p, one norm_pow_sums call per device (on a GPU: one synchronisation
-  // for all its gradients), summed on the host in parameter order as before.
-  std::vector<double> values(grads.size());
-  std::vector<std::pair<Device, std::vector<size_t>>> by_device;
-  for (size_t i = 0; i < grads.size(); ++i) {
-    auto it = std::find_if(by_device.begin(), by_device.end(),
-                           [&](const auto& group) { return group.first == grads[i].device(); });
-    if (it == by_device.end()) it = by_device.insert(by_device.end(), {grads[i].device(), {}});
-    it->second.push_back(i);
-  }
-  for (const auto& [device, indices] : by_device) {
-    TensorList group;
-    for (size_t i : indices) group.push_back(grads[i]);
-    const std::vector<double> sums = norm_pow_sums(group, norm_type);
-    for (size_t k = 0; k < indices.size(); ++k) values[indices[k]] = sums[k];
-  }
+  // Each gradient's Σ|g|^p (on a GPU: one synchronisation per device for all of them), summed
+  // on the host in parameter order as before.
   double acc = 0.0;
-  for (const double v : values) {
+  for (const double v : norm_pow_sums(grads, norm_type)) {
     if (is_max) {
       acc = (std::isnan(v) || std::isnan(acc)) ? std::nan("") : std::max(acc, v);
     } else {

@@ -53,15 +53,8 @@ bool GradScaler::unscale_(Optimizer& optimizer) {
     for (const Tensor& g : grads) lsf::scale_(g, inv_scale);
   }
   // max |g| of each (NaN when any element is NaN): one synchronisation per device on a GPU.
-  for (size_t i = 0; i < grads.size();) {
-    TensorList same_device;
-    const Device device = grads[i].device();
-    size_t j = i;
-    for (; j < grads.size() && grads[j].device() == device; ++j) same_device.push_back(grads[j]);
-    for (double m : norm_pow_sums(same_device, INFINITY))
-      if (!std::isfinite(m)) found_inf_ = true;
-    i = j;
-  }
+  for (double m : norm_pow_sums(grads, INFINITY))
+    if (!std::isfinite(m)) found_inf_ = true;
   unscaled_ = true;
   return !found_inf_;
 }

@@ -51,7 +51,7 @@ LSF_DECLARE_KERNEL(adam_multi_update_kernel, void(const std::vector<AdamTensor>&
 
 // Σ|x|^p accumulated in double (p = 2: the squared L2 norm); p = +inf: max |x| (NaN if any NaN).
 LSF_DECLARE_KERNEL(norm_pow_sum_kernel, double(const Tensor& x, double p));
-// norm_pow_sum_kernel of every tensor (all on one device, none empty), each value the bits that
+// norm_pow_sum_kernel of every tensor (the op groups them by device; none empty), each value the bits that
 // kernel gives; CUDA runs them all before one copy to the host and one synchronisation.
 LSF_DECLARE_KERNEL(norm_pow_sums_kernel, std::vector<double>(const TensorList& xs, double p));
 
