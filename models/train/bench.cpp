@@ -50,11 +50,11 @@ double BenchResult::slowest_seconds() const {
   LSF_CHECK(!step_seconds.empty()) << "bench: no timed steps";
   return *std::max_element(step_seconds.begin(), step_seconds.end());
 }
-double BenchResult::flops_per_step() const { return 2.0 * forward_multiply_adds * (forward_only ? 1.0 : 3.0); }
 double BenchResult::mean_seconds() const {
   LSF_CHECK(!step_seconds.empty()) << "bench: no timed steps";
   return std::accumulate(step_seconds.begin(), step_seconds.end(), 0.0) / double(step_seconds.size());
 }
+double BenchResult::flops_per_step() const { return 2.0 * forward_multiply_adds * (forward_only ? 1.0 : 3.0); }
 
 BenchResult bench_training(const RunConfig& config, const BenchOptions& options) {
   LSF_CHECK(options.steps >= 1) << "bench: the timed steps must be ≥ 1, got " << options.steps;
@@ -88,12 +88,12 @@ BenchResult bench_training(const RunConfig& config, const BenchOptions& options)
     schedule = make_schedule(config);
   }
 
-  // One step of trainer.cpp's run_loop; returns the units it processed.
   // The forward under train.precision's autocast, as lsf train runs it.
   auto forward = [&](int64_t k) {
     AutocastGuard autocast(autocast_dtype_of(config.train.precision));
     return task->train_step(model, k);
   };
+  // One step of trainer.cpp's run_loop; returns the units it processed.
   auto step = [&](int64_t k) {
     if (options.forward_only) {
       NoGradGuard no_grad;

@@ -202,7 +202,6 @@ struct Run {
   std::unique_ptr<optim::Optimizer> optimizer;
   std::unique_ptr<optim::Schedule> schedule;
   std::unique_ptr<optim::GradScaler> scaler;  // train.precision = "f16" only
-  int64_t scaler_skips = 0;                   // steps the scaler skipped (inf/NaN gradients), this invocation
   int64_t step = 0;  // steps done
   Best best;
   // Carried across a resume in last.safetensors: the open log window's sums (its metrics line
@@ -401,7 +400,6 @@ void run_loop(Run& run, int64_t end_step, MetricsLog* metrics, ProgressLine& pro
     // scaled loss) skips the update and lowers the scale, as GradScaler does: part of the
     // method, not a failure.
     const bool scaler_skip = run.scaler && !run.scaler->unscale_(*run.optimizer);
-    if (scaler_skip) ++run.scaler_skips;
     // A non-finite loss or gradient would poison the parameters and the optimizer's moments for
     // good: checked before clipping (which would spread one NaN to every gradient).
     const std::string bad_param = scaler_skip ? std::string() : first_non_finite_gradient(*run.model);
@@ -409,9 +407,7 @@ void run_loop(Run& run, int64_t end_step, MetricsLog* metrics, ProgressLine& pro
     const int64_t done = run.step + 1;
     const bool log_now = done % loop.log_every == 0 || done == loop.steps;
     double grad_norm = 0.0;  // of this step's gradients, before clipping: logged with the window
-    if (scaler_skip) {
-      // Nothing to do: the scale is lowered below.
-    } else if (faulty) {
+    if (faulty) {
       std::ostringstream what;
       what << "step " << done << ": non-finite " << (std::isfinite(loss) ? "gradient" : "loss") << " (loss "
            << loss << "; first parameter with a non-finite gradient: "
@@ -420,7 +416,7 @@ void run_loop(Run& run, int64_t end_step, MetricsLog* metrics, ProgressLine& pro
           << what.str() << "; training stopped (train.non_finite = \"stop\"). The last checkpoint is '" << run.paths.last
           << "' if one was written; --set train.non_finite=skip skips such steps instead";
       progress.message("warning: " + what.str() + ": the update is skipped (train.non_finite = \"skip\")");
-    } else {
+    } else if (!scaler_skip) {  // (a scaler skip has nothing to do here: update() lowers the scale)
       profiler::PhaseScope phase("optimizer");
       if (run.config.optimizer.grad_clip > 0)
         grad_norm = optim::clip_grad_norm_(run.model->named_parameters(), run.config.optimizer.grad_clip).norm;
