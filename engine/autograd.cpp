@@ -186,16 +186,21 @@ AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf)
   outputs.push_back({leaf_->shape, leaf_->dtype, leaf_->storage->device()});
 }
 
-TensorList AccumulateGrad::apply(const TensorList& grads) {
-  const Tensor& g = grads[0];
-  AutogradMeta& meta = leaf_->autograd_meta();
+namespace {
+// g added into meta.grad, or (when it has none yet) meta.grad becomes g's buffer if `may_take`
+// and nothing else can see it, a copy otherwise.
+void add_into_grad(AutogradMeta& meta, const Tensor& g, bool may_take) {
   if (!meta.grad) {
-    // Take over the incoming buffer when nothing else can see it, copy otherwise.
-    meta.grad = exclusively_held(g, /*any_dense_layout=*/false) ? g.impl_ptr() : owned_copy(g).impl_ptr();
+    meta.grad = may_take && exclusively_held(g, /*any_dense_layout=*/false) ? g.impl_ptr() : owned_copy(g).impl_ptr();
   } else {
     Tensor existing(meta.grad);
     add_inplace_kernel(existing.device(), existing, g);
   }
+}
+}  // namespace
+
+TensorList AccumulateGrad::apply(const TensorList& grads) {
+  add_into_grad(leaf_->autograd_meta(), grads[0], /*may_take=*/true);
   const std::vector<GradReadyHook> hooks = hooks_of(leaf_.get());
   if (!hooks.empty()) {
     const Tensor leaf(leaf_);
@@ -276,20 +281,13 @@ void check_backward_outputs(const Node& node, const char* phase, const TensorLis
 
 // Tensor::retain_grad(): each retained output of `node` that received a gradient (all its
 // consumers' contributions are summed by now) gets it added into its grad(), as a leaf's
-// AccumulateGrad would. A copy: the node's backward may reuse the incoming buffer.
+// AccumulateGrad would, but never taking the buffer: the node's backward still reads it.
 void keep_retained_gradients(const Node& node, const TensorList& grads) {
   const auto& retained = node.retained_outputs();
   for (size_t i = 0; i < retained.size() && i < grads.size(); ++i) {
     if (!grads[i].defined()) continue;  // no consumer gave this output a gradient
     const std::shared_ptr<TensorImpl> output = retained[i].lock();
-    if (!output) continue;
-    AutogradMeta& meta = output->autograd_meta();
-    if (!meta.grad) {
-      meta.grad = owned_copy(grads[i]).impl_ptr();
-    } else {
-      Tensor existing(meta.grad);
-      add_inplace_kernel(existing.device(), existing, grads[i]);
-    }
+    if (output) add_into_grad(output->autograd_meta(), grads[i], /*may_take=*/false);
   }
 }
 
