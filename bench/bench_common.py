@@ -65,10 +65,11 @@ def fmt_ms(v):
     return f"{v:.3f}" if v < 10 else f"{v:.2f}" if v < 100 else f"{v:.1f}"
 
 
-def run_json(cmd, env, allow_fail=False, echo=False):
+def run_json(cmd, env, allow_fail=False, echo=False, text_lines=False):
     """Runs cmd; returns (meta, rows, returncode) from its JSON lines, where a line holding
     {"meta": ...} is the meta and every other line a row. echo: print the command and its stderr.
-    A failure raises (with the command's stderr) unless allow_fail."""
+    text_lines: stdout lines that are not JSON objects are passed on to stderr (else they are an
+    error). A failure raises (with the command's stderr) unless allow_fail."""
     if echo:
         print("+ " + shlex.join(cmd), file=sys.stderr, flush=True)
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -78,7 +79,9 @@ def run_json(cmd, env, allow_fail=False, echo=False):
         raise RuntimeError(f"{shlex.join(cmd)} exited with {proc.returncode}:\n{proc.stderr.strip()}")
     meta, rows = {}, []
     for line in proc.stdout.splitlines():
-        if line.strip():
+        if text_lines and line.strip() and not line.lstrip().startswith("{"):
+            print(line.strip(), file=sys.stderr)
+        elif line.strip():
             obj = json.loads(line)
             if "meta" in obj:
                 meta = obj["meta"]

@@ -17,25 +17,11 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-
-def run_json(cmd):
-    """Runs cmd and returns its JSON lines as dicts (other lines are echoed to stderr)."""
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    rows = []
-    for line in proc.stdout.splitlines():
-        line = line.strip()
-        if line.startswith("{"):
-            rows.append(json.loads(line))
-        elif line:
-            print(line, file=sys.stderr)
-    if proc.returncode != 0:
-        raise SystemExit(f"run_gpu: {' '.join(cmd)} exited with {proc.returncode}:\n{proc.stderr.strip()}")
-    return rows
+from bench_common import run_json  # noqa: E402
 
 
 def collect(results, side, dtype, rows):
@@ -140,7 +126,7 @@ def main():
             for pair in pairs:
                 for side, kind, cmds in (pair if rnd % 2 == 0 else pair[::-1]):  # who runs first alternates
                     for cmd in cmds:
-                        rows = run_json(cmd)
+                        _, rows, _ = run_json(cmd, env=None, text_lines=True)
                         raw.append({"side": side, "kind": kind, "dtype": dtype, "round": rnd, "rows": rows})
                         collect(results, side, dtype, rows)
                         for r in rows:
