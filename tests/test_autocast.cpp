@@ -2,6 +2,7 @@
 // under autocast equal — forward and gradients, bit for bit on the CPU — to its explicit
 // composition with 16-bit roundings of the operands and the result, f64 and autocast-off calls
 // untouched, and a small LRA model trained under bf16 autocast tracking the f32 run.
+#include <functional>
 #include <thread>
 
 #include "helpers.h"
