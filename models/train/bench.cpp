@@ -107,7 +107,7 @@ BenchResult bench_training(const RunConfig& config, const BenchOptions& options)
     (scaler ? scaler->scale(s.loss) : s.loss).backward();
     if (scaler && !scaler->unscale_(*optimizer)) {
       ++result.non_finite_steps;  // the loss scaler skips it and lowers the scale
-    } else if (!std::isfinite(loss) || !first_non_finite_gradient(model).empty()) {
+    } else if (!std::isfinite(loss) || (!scaler && !first_non_finite_gradient(model).empty())) {
       ++result.non_finite_steps;  // skipped, as train.non_finite = "skip" would
     } else {
       profiler::PhaseScope phase("optimizer");

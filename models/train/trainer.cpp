@@ -401,8 +401,9 @@ void run_loop(Run& run, int64_t end_step, MetricsLog* metrics, ProgressLine& pro
     // method, not a failure.
     const bool scaler_skip = run.scaler && !run.scaler->unscale_(*run.optimizer);
     // A non-finite loss or gradient would poison the parameters and the optimizer's moments for
-    // good: checked before clipping (which would spread one NaN to every gradient).
-    const std::string bad_param = scaler_skip ? std::string() : first_non_finite_gradient(*run.model);
+    // good: checked before clipping (which would spread one NaN to every gradient). With the
+    // scaler, unscale_ has just checked every gradient.
+    const std::string bad_param = run.scaler ? std::string() : first_non_finite_gradient(*run.model);
     const bool faulty = !scaler_skip && (!std::isfinite(loss) || !bad_param.empty());
     const int64_t done = run.step + 1;
     const bool log_now = done % loop.log_every == 0 || done == loop.steps;
