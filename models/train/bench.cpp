@@ -15,13 +15,12 @@
 #include "lsformer/engine/profiler.h"
 #include "lsformer/engine/random.h"
 #include "lsformer/engine/storage.h"
-#include "lsformer/models/optim/clip.h"
 #include "lsformer/models/optim/grad_scaler.h"
-#include "lsformer/models/optim/schedule.h"
 #include "lsformer/models/train/memory_estimate.h"
 #include "lsformer/models/train/memory_usage.h"
 #include "lsformer/models/train/task.h"
 #include "lsformer/models/train/trainer.h"
+#include "lsformer/models/train/update_step.h"
 #include "lsformer/ops/flops.h"
 
 namespace lsf::train {
@@ -88,35 +87,24 @@ BenchResult bench_training(const RunConfig& config, const BenchOptions& options)
     schedule = make_schedule(config);
   }
 
-  // The forward under train.precision's autocast, as lsf train runs it.
-  auto forward = [&](int64_t k) {
-    AutocastGuard autocast(autocast_dtype_of(config.train.precision));
-    return task->train_step(model, k);
-  };
-  // One step of trainer.cpp's run_loop; returns the units it processed.
+  // One step of trainer.cpp's run_loop, through the same pieces (update_step.h); a non-finite
+  // step is skipped, as train.non_finite = "skip" would. Returns the units it processed.
   auto step = [&](int64_t k) {
     if (options.forward_only) {
       NoGradGuard no_grad;
-      TrainStep s = forward(k);
+      AutocastGuard autocast(autocast_dtype_of(config.train.precision));
+      TrainStep s = task->train_step(model, k);
       if (!std::isfinite(s.loss.item<float>())) ++result.non_finite_steps;
       return s.units;
     }
-    optim::apply_schedule(*schedule, *optimizer, k);
-    TrainStep s = forward(k);
-    const float loss = s.loss.item<float>();
-    (scaler ? scaler->scale(s.loss) : s.loss).backward();
-    if (scaler && !scaler->unscale_(*optimizer)) {
-      ++result.non_finite_steps;  // the loss scaler skips it and lowers the scale
-    } else if (!std::isfinite(loss) || (!scaler && !first_non_finite_gradient(model).empty())) {
-      ++result.non_finite_steps;  // skipped, as train.non_finite = "skip" would
-    } else {
-      profiler::PhaseScope phase("optimizer");
-      if (config.optimizer.grad_clip > 0) optim::clip_grad_norm_(model.named_parameters(), config.optimizer.grad_clip);
-      optimizer->step();
-    }
-    if (scaler) scaler->update();
-    profiler::PhaseScope phase("optimizer");
-    optimizer->zero_grad();
+    float loss = 0.0f;
+    const TrainStep s = forward_backward(*task, model, *optimizer, *schedule, scaler.get(), config.train.precision, k, loss);
+    const GradientCheck check = check_gradients(model, *optimizer, scaler.get(), loss);
+    if (check.update())
+      apply_update(model, *optimizer, config.optimizer.grad_clip, /*want_norm=*/false);
+    else
+      ++result.non_finite_steps;  // skipped (a loss-scaler overflow, or a non-finite loss or gradient)
+    end_update(*optimizer, scaler.get());
     return s.units;
   };
 

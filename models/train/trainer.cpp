@@ -22,22 +22,18 @@
 #include <nlohmann/json.hpp>
 
 #include "lsformer/engine/anomaly.h"
-#include "lsformer/engine/autocast.h"
 #include "lsformer/engine/autograd.h"
 #include "lsformer/engine/parallel.h"
 #include "lsformer/engine/profiler.h"
 #include "lsformer/engine/random.h"
 #include "lsformer/engine/safetensors.h"
 #include "lsformer/models/optim/adam.h"
-#include "lsformer/models/optim/clip.h"
 #include "lsformer/models/optim/grad_scaler.h"
 #include "lsformer/models/train/checkpoint.h"
 #include "lsformer/models/train/curves.h"
 #include "lsformer/models/train/data_parallel.h"
 #include "lsformer/models/train/progress.h"
 #include "lsformer/models/train/run_directory.h"
-#include "lsformer/ops/binary.h"
-#include "lsformer/ops/reduce.h"
 
 namespace lsf::train {
 namespace {
@@ -379,15 +375,9 @@ void run_loop(Run& run, int64_t end_step, MetricsLog* metrics, ProgressLine& pro
   window.restore(run.window_loss_sum, run.window_steps, run.window_tally, loop_started);
   summary.final_train_loss = run.last_logged_loss;
   for (; run.step < end_step;) {
-    optim::apply_schedule(*run.schedule, *run.optimizer, run.step);  // lr and beta1 for this update
-    TrainStep s;
-    {
-      AutocastGuard autocast(autocast_dtype_of(loop.precision));  // the forward only, as PyTorch's autocast
-      s = run.task->train_step(*run.model, run.step);
-    }
-    float loss = s.loss.item<float>();
-    run.dp->before_backward();
-    (run.scaler ? run.scaler->scale(s.loss) : s.loss).backward();
+    float loss = 0.0f;
+    TrainStep s = forward_backward(*run.task, *run.model, *run.optimizer, *run.schedule, run.scaler.get(),
+                                   loop.precision, run.step, loss, [&] { run.dp->before_backward(); });
     bool stop_requested = g_stop_signal != 0;
     {
       // Data parallelism: the gradients' mean over the ranks, and the step's logged numbers
@@ -396,45 +386,28 @@ void run_loop(Run& run, int64_t end_step, MetricsLog* metrics, ProgressLine& pro
       run.dp->after_backward();
       run.dp->reduce_step(loss, s, stop_requested);
     }
-    // f16: the gradients back to their true scale; an inf or NaN among them (an overflow of the
-    // scaled loss) skips the update and lowers the scale, as GradScaler does: part of the
-    // method, not a failure.
-    const bool scaler_skip = run.scaler && !run.scaler->unscale_(*run.optimizer);
-    // A non-finite loss or gradient would poison the parameters and the optimizer's moments for
-    // good: checked before clipping (which would spread one NaN to every gradient). With the
-    // scaler, unscale_ has just checked every gradient.
-    const std::string bad_param = run.scaler ? std::string() : first_non_finite_gradient(*run.model);
-    const bool faulty = !scaler_skip && (!std::isfinite(loss) || !bad_param.empty());
+    const GradientCheck check = check_gradients(*run.model, *run.optimizer, run.scaler.get(), loss);
     const int64_t done = run.step + 1;
     const bool log_now = done % loop.log_every == 0 || done == loop.steps;
     double grad_norm = 0.0;  // of this step's gradients, before clipping: logged with the window
-    if (faulty) {
+    if (check.faulty) {
       std::ostringstream what;
       what << "step " << done << ": non-finite " << (std::isfinite(loss) ? "gradient" : "loss") << " (loss "
            << loss << "; first parameter with a non-finite gradient: "
-           << (bad_param.empty() ? std::string("none") : "'" + bad_param + "'") << ")";
+           << (check.bad_param.empty() ? std::string("none") : "'" + check.bad_param + "'") << ")";
       LSF_CHECK(loop.non_finite == NonFiniteAction::Skip)
           << what.str() << "; training stopped (train.non_finite = \"stop\"). The last checkpoint is '" << run.paths.last
           << "' if one was written; --set train.non_finite=skip skips such steps instead";
       progress.message("warning: " + what.str() + ": the update is skipped (train.non_finite = \"skip\")");
-    } else if (!scaler_skip) {  // (a scaler skip has nothing to do here: update() lowers the scale)
-      profiler::PhaseScope phase("optimizer");
-      if (run.config.optimizer.grad_clip > 0)
-        grad_norm = optim::clip_grad_norm_(run.model->named_parameters(), run.config.optimizer.grad_clip).norm;
-      else if (log_now)
-        grad_norm = optim::grad_norm(run.model->parameters());
-      run.optimizer->step();
+    } else if (check.update()) {  // (a scaler skip has nothing to do here: end_update lowers the scale)
+      grad_norm = apply_update(*run.model, *run.optimizer, run.config.optimizer.grad_clip, log_now);
     }
-    if (run.scaler) run.scaler->update();
-    const bool updated = !faulty && !scaler_skip;
+    const bool updated = check.update();
     if (run.tb && updated && loop.tensorboard_every > 0 && done % loop.tensorboard_every == 0) {
       profiler::PauseScope not_a_step;
       log_histograms(*run.tb, *run.model, done);  // the updated parameters, this step's gradients
     }
-    {
-      profiler::PhaseScope phase("optimizer");
-      run.optimizer->zero_grad();
-    }
+    end_update(*run.optimizer, run.scaler.get());
     run.step = done;
 
     if (updated) window.add(loss, s);  // a skipped step's NaN would poison the window's mean
@@ -497,26 +470,6 @@ void report(const Run& run, const TrainSummary& summary, std::ostream& out) {
 }
 
 }  // namespace
-
-// One reduction over all gradients (x·0 is 0 for finite x, NaN otherwise), and a
-// search parameter by parameter only when it finds something.
-std::string first_non_finite_gradient(const nn::Module& model) {
-  NoGradGuard no_grad;
-  const NamedTensors params = model.named_parameters();
-  Tensor probe;
-  for (const auto& [name, p] : params) {
-    const Tensor g = p.grad();
-    if (!g.defined()) continue;
-    Tensor s = sum(mul(g, 0.0)).to(kF64);
-    probe = probe.defined() ? add(probe, s) : s;
-  }
-  if (!probe.defined() || std::isfinite(probe.item<double>())) return {};
-  for (const auto& [name, p] : params) {
-    const Tensor g = p.grad();
-    if (g.defined() && !std::isfinite(sum(mul(g, 0.0)).to(kF64).item<double>())) return name;
-  }
-  return "?";  // unreachable: the sum saw a non-finite gradient
-}
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const RunConfig& c, const nn::Module& model) {
   const OptimizerConfig& o = c.optimizer;

@@ -32,6 +32,7 @@
 #include "lsformer/models/optim/schedule.h"
 #include "lsformer/models/train/config.h"
 #include "lsformer/models/train/task.h"
+#include "lsformer/models/train/update_step.h"  // first_non_finite_gradient, the loop's pieces
 
 namespace lsf::train {
 
@@ -107,10 +108,6 @@ std::string shell_quote(const std::string& s);
 // The resolved config stored in a training checkpoint (an error if it holds none), with
 // `overrides` applied.
 RunConfig checkpoint_config(const std::string& path, const std::vector<std::string>& overrides = {});
-
-// The first parameter (state_dict name) whose gradient holds a NaN or an infinity; empty when
-// all are finite. What a training step checks before clipping and updating (train.non_finite).
-std::string first_non_finite_gradient(const nn::Module& model);
 
 // The optimizer and schedule the config's "optimizer" and "schedule" sections describe, over
 // every parameter of `model`: one group decayed as a whole (the LRA and char-LM code bases), or,
