@@ -122,6 +122,13 @@ inline Tensor fixture_tensor(const nlohmann::json& j) {
   return tensor(data, shape).to(dt);
 }
 
+// A fixture's state dict: {"name": fixture tensor, ...} (a model's weights by state_dict name).
+inline std::map<std::string, Tensor> fixture_state(const nlohmann::json& j) {
+  std::map<std::string, Tensor> out;
+  for (auto it = j.begin(); it != j.end(); ++it) out[it.key()] = fixture_tensor(it.value());
+  return out;
+}
+
 // Fixture tensor `name` of case `c`, as a leaf that requires grad.
 inline Tensor fixture_leaf(const nlohmann::json& c, const std::string& name) {
   return fixture_tensor(c.at(name)).requires_grad_(true);

@@ -15,12 +15,6 @@ using vision::CvTLSOptions;
 
 namespace {
 
-std::map<std::string, Tensor> state_of(const nlohmann::json& j) {
-  std::map<std::string, Tensor> out;
-  for (auto it = j.begin(); it != j.end(); ++it) out[it.key()] = test::fixture_tensor(it.value());
-  return out;
-}
-
 CvTLSOptions options_of(const nlohmann::json& c) {
   CvTLSOptions o;
   for (const auto& s : c["stages"]) {
@@ -65,7 +59,7 @@ TEST_CASE("CvT*-LS uses the official CvT names plus the long-short parts", "[cvt
     for (const auto& [name, t] : model.state_dict()) ours.insert(name);
     for (auto it = c["state"].begin(); it != c["state"].end(); ++it) theirs.insert(it.key());
     CHECK(ours == theirs);
-    CHECK(model.check_state_dict(state_of(c["state"])).ok());
+    CHECK(model.check_state_dict(test::fixture_state(c["state"])).ok());
   }
   CvTLSClassifier a(options_of(test::cached_fixture("cvt_ls_model")["a"]));
   auto* ws = dynamic_cast<nn::StdConv2d*>(a.stages[0]->blocks[0]->attn->dynamic_projection->depthwise.get());
@@ -84,7 +78,7 @@ TEST_CASE("CvT*-LS logits, gradients and BatchNorm statistics match the PyTorch 
       CvTLSOptions o = options_of(c);
       CvTLSClassifier model(o);
       model.to(dtype);
-      model.load_state_dict(state_of(c["state"]));
+      model.load_state_dict(test::fixture_state(c["state"]));
       model.train(train);
       const Tolerance tol = tolerance(blocks_of(o), dtype);
       Tensor x = test::fixture_tensor(c["x"]).to(dtype).requires_grad_(true);
@@ -100,7 +94,7 @@ TEST_CASE("CvT*-LS logits, gradients and BatchNorm statistics match the PyTorch 
       if (train) {
         std::map<std::string, Tensor> ours;
         for (const auto& [name, t] : model.state_dict()) ours[name] = t;
-        for (const auto& [name, expected] : state_of(c["running"])) {
+        for (const auto& [name, expected] : test::fixture_state(c["running"])) {
           INFO(name);
           if (name.ends_with("num_batches_tracked")) CHECK(ours[name].item<int64_t>() == expected.item<int64_t>());
           else test::check_close(ours[name], expected, tol.forward, tol.forward);
@@ -116,7 +110,7 @@ TEST_CASE("a tiny CvT*-LS passes an f64 gradient check in both modes", "[cvt_ls]
     INFO("model " << key);
     CvTLSClassifier model(options_of(c));
     model.to(kF64);
-    model.load_state_dict(state_of(c["state"]));
+    model.load_state_dict(test::fixture_state(c["state"]));
     model.train(c["train"].get<bool>());
     // One image (train-mode BatchNorm still sees ≥ 9 values per channel): the full Jacobian in the
     // image, then 16 random projections uᵀJv over every parameter at once (gradcheck perturbs them

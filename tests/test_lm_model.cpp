@@ -26,12 +26,6 @@ bool has_name(const nn::Module& m, const std::string& name) {
   return false;
 }
 
-std::map<std::string, Tensor> fixture_state(const nlohmann::json& c) {
-  std::map<std::string, Tensor> state;
-  for (const auto& [k, t] : c.at("state").items()) state[k] = test::fixture_tensor(t);
-  return state;
-}
-
 // The dense f64 oracle of lm::CausalFullAttention (its header's formula, per query and key):
 // x [B, M, d], xm [B, C, d] → [B, M, d] row-major.
 std::vector<double> full_attention_oracle(const lm::CausalFullAttention& a, const Tensor& x_t, const Tensor& xm_t) {
@@ -167,7 +161,7 @@ TEST_CASE("LM: log-probabilities, memories and gradients match the PyTorch model
     const lm::LmModelOptions o = options_from(c.at("config"));
     lm::TransformerLSModel model(o);
     model.to(kF64);
-    model.load_state_dict(fixture_state(c));  // strict: exactly the official names (minus out_emb.weight)
+    model.load_state_dict(test::fixture_state(c.at("state")));  // strict: exactly the official names (minus out_emb.weight)
     const size_t blocks = c.at("blocks").size();
     const int64_t pad = c.at("pad");
     lm::Memory memory = model.initial_memory(c.at("config").at("batch"));

@@ -16,12 +16,6 @@ using vision::ViLOptions;
 
 namespace {
 
-std::map<std::string, Tensor> state_of(const nlohmann::json& j) {
-  std::map<std::string, Tensor> out;
-  for (auto it = j.begin(); it != j.end(); ++it) out[it.key()] = test::fixture_tensor(it.value());
-  return out;
-}
-
 ViLOptions options_of(const nlohmann::json& c) {
   return {.arch = c["arch"], .image_size = c["image_size"], .in_channels = c["in_channels"],
           .num_classes = c["num_classes"]};
@@ -120,7 +114,7 @@ TEST_CASE("ViL has the official MsViT state_dict names", "[vil]") {
     for (auto it = c["state"].begin(); it != c["state"].end(); ++it) theirs.insert(it.key());
     CHECK(ours == theirs);
     // Loading the state of the official structure strictly: every name and shape matches.
-    CHECK(model.check_state_dict(state_of(c["state"])).ok());
+    CHECK(model.check_state_dict(test::fixture_state(c["state"])).ok());
   }
   // PyTorch's order within a module: its own parameters, its buffers, then the children.
   ViLClassifier a(options_of(test::cached_fixture("vil_model")["a"]));
@@ -143,7 +137,7 @@ TEST_CASE("ViL logits and gradients match the PyTorch MsViT in f64 and f32", "[v
       INFO("model " << key << ", " << dtype);
       ViLClassifier model(options_of(c));
       model.to(dtype);
-      model.load_state_dict(state_of(c["state"]));  // strict
+      model.load_state_dict(test::fixture_state(c["state"]));  // strict
       model.eval();
       const Tolerance tol = tolerance(blocks, dtype);
       Tensor x = test::fixture_tensor(c["x"]).to(dtype).requires_grad_(true);
@@ -169,7 +163,7 @@ TEST_CASE("a tiny ViL-LS passes an f64 gradient check over its images and every 
   const auto& c = test::cached_fixture("vil_model")["a"];
   ViLClassifier model(options_of(c));
   model.to(kF64);
-  model.load_state_dict(state_of(c["state"]));
+  model.load_state_dict(test::fixture_state(c["state"]));
   Tensor x = test::grad_input({1, 3, 12, 12}, 5);
   auto forward = [&](const TensorList& in) { return model.forward(in[0]); };
   // The images: the full Jacobian (432 inputs × 5 logits).

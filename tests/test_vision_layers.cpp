@@ -25,12 +25,6 @@ const nlohmann::json& fixture() { return test::cached_fixture("vision_layers"); 
 // batch-norm channel of M = 90 values, so 16·M·u bounds either side's error on O(1) values.
 constexpr double kTol = 16 * 90 * 0x1p-53;
 
-std::map<std::string, Tensor> state_of(const nlohmann::json& j) {
-  std::map<std::string, Tensor> out;
-  for (auto it = j.begin(); it != j.end(); ++it) out[it.key()] = test::fixture_tensor(it.value());
-  return out;
-}
-
 Int2 int2_of(const nlohmann::json& v) {
   if (v.is_array()) return {v[0].get<int64_t>(), v[1].get<int64_t>()};
   return Int2(v.get<int64_t>());
@@ -77,7 +71,7 @@ TEST_CASE("BatchNorm2d matches PyTorch in train and eval mode, running statistic
   const auto& c = fixture()["batch_norm"];
   nn::BatchNorm2d bn(4);
   bn.to(kF64);
-  bn.load_state_dict(state_of(c["state0"]));
+  bn.load_state_dict(test::fixture_state(c["state0"]));
 
   bn.train();
   const auto& t1 = c["train1"];
@@ -88,7 +82,7 @@ TEST_CASE("BatchNorm2d matches PyTorch in train and eval mode, running statistic
   test::check_close(x1.grad(), test::fixture_tensor(t1["dx"]), kTol, kTol);
   test::check_close(bn.weight.grad(), test::fixture_tensor(t1["dweight"]), kTol, kTol);
   test::check_close(bn.bias.grad(), test::fixture_tensor(t1["dbias"]), kTol, kTol);
-  auto after1 = state_of(t1["state"]);
+  auto after1 = test::fixture_state(t1["state"]);
   test::check_close(bn.running_mean, after1["running_mean"], kTol, kTol);
   test::check_close(bn.running_var, after1["running_var"], kTol, kTol);
   CHECK(bn.num_batches_tracked.item<int64_t>() == after1["num_batches_tracked"].item<int64_t>());
@@ -96,7 +90,7 @@ TEST_CASE("BatchNorm2d matches PyTorch in train and eval mode, running statistic
 
   const auto& t2 = c["train2"];
   test::check_close(bn.forward(test::fixture_tensor(t2["x"])), test::fixture_tensor(t2["y"]), kTol, kTol);
-  auto after2 = state_of(t2["state"]);
+  auto after2 = test::fixture_state(t2["state"]);
   test::check_close(bn.running_mean, after2["running_mean"], kTol, kTol);
   test::check_close(bn.running_var, after2["running_var"], kTol, kTol);
   CHECK(bn.num_batches_tracked.item<int64_t>() == 2);
