@@ -32,6 +32,11 @@ struct Batch {
   Tensor tokens2;  // [B, L2] i64 (paired datasets only, else undefined)
   Tensor mask2;    // [B, L2] bool
   Tensor labels;   // [B] i64
+  // The same batch with every tensor on `device` (where the model trains).
+  Batch to(Device device) const {
+    auto on = [&](const Tensor& t) { return t.defined() ? t.to(device) : t; };
+    return {on(tokens), on(mask), on(tokens2), on(mask2), on(labels)};
+  }
 };
 
 struct BatchOptions {

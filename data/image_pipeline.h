@@ -62,6 +62,14 @@ struct ImageBatch {
   Tensor soft_targets;  // [B, K] f32 when Mixup/CutMix is on, else undefined
   MixResult mix;        // what mixing did to this batch
   int64_t index = -1;   // the batch's index in the loader's stream (−1 when built directly)
+  // The same batch with its tensors on `device` (where the model trains).
+  ImageBatch to(Device device) const {
+    ImageBatch b = *this;
+    b.images = images.to(device);
+    b.labels = labels.to(device);
+    if (soft_targets.defined()) b.soft_targets = soft_targets.to(device);
+    return b;
+  }
 };
 
 class ImagePipeline {

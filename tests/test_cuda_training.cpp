@@ -4,8 +4,14 @@
 // once (GEMM, elementwise, reductions, layer norm, fused cross-entropy, the AdamW update),
 // so it passes only once all of them have CUDA implementations; without a GPU it skips.
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "helpers.h"
+#include "run_helpers.h"
+#include "lsformer/models/train/config.h"
+#include "lsformer/models/train/trainer.h"
 
 using namespace lsf;
 
@@ -61,4 +67,56 @@ TEST_CASE("cuda: a small model trains the same on CPU and GPU", "[cuda]") {
     INFO("step " << s << ": cpu " << cpu[size_t(s)] << ", gpu " << gpu[size_t(s)]);
     CHECK(std::fabs(gpu[size_t(s)] - cpu[size_t(s)]) <= rtol * std::fabs(cpu[size_t(s)]));
   }
+}
+
+// `lsf train` on train.device = "cuda": the whole loop (the task's batches moved to the model's
+// device, the optimizer's state beside the parameters, checkpoints written from the GPU) against
+// the same run on the CPU, and the GPU run's checkpoint evaluated on the CPU.
+TEST_CASE("cuda: lsf train on train.device = cuda tracks the CPU run, and its checkpoint evaluates on the CPU", "[cuda]") {
+  LSF_REQUIRE_CUDA_DEVICE();
+  namespace fs = std::filesystem;
+  // Tiny ListOps generated in memory (4 < L < 20 tokens), a 2-layer long-short model, no
+  // dropout (the devices need not draw the same masks), one loss per logged step.
+  const std::string config = R"({
+    "data": {"task": "listops", "seed": 3,
+             "generate": {"enabled": true, "train": 400, "dev": 48, "test": 40,
+                          "min_length": 4, "max_length": 20, "max_depth": 3, "max_args": 4}},
+    "model": {"vocab_size": 16, "max_seq_len": 32, "dim": 32, "heads": 2, "ffn_dim": 64, "window": 4, "rank": 4,
+              "dropout": 0.0, "head_hidden": 32},
+    "optimizer": {"lr": 3e-3, "weight_decay": 0.01},
+    "schedule": {"name": "onecycle", "warmup_steps": 5},
+    "train": {"steps": 20, "batch_size": 32, "eval_every": 0, "log_every": 1, "checkpoint_every": 0, "seed": 7, "threads": 1}
+  })";
+  auto losses = [](const fs::path& dir) {
+    std::vector<double> out;
+    std::ifstream in(dir / "metrics.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      const nlohmann::json m = nlohmann::json::parse(line);
+      if (m.at("split") == "train") out.push_back(m.at("loss").get<double>());
+    }
+    return out;
+  };
+  const fs::path cpu_dir = testing::fresh_dir("cuda_train", "cpu"), gpu_dir = testing::fresh_dir("cuda_train", "gpu");
+  std::ostringstream log;
+  const train::TrainSummary cpu = testing::run_training(train::parse_config(config), cpu_dir, log);
+  const train::TrainSummary gpu = testing::run_training(train::parse_config(config, {"train.device=cuda"}), gpu_dir, log);
+  INFO(log.str());
+  CHECK_THAT(log.str(), Catch::Contains(", on cuda:0"));
+  const std::vector<double> a = losses(cpu_dir), b = losses(gpu_dir);
+  REQUIRE(a.size() == 20);
+  REQUIRE(b.size() == a.size());
+  CHECK(a.back() < a.front());
+  // Tolerance: as the case above, rtol = steps · n · u · 8 with the longest reduction n = the
+  // batch's tokens (≤ 32 · 20 = 640: the bias and LayerNorm parameter gradients).
+  const double rtol = 20.0 * 640.0 * std::ldexp(1.0, -24) * 8.0;
+  for (size_t s = 0; s < a.size(); ++s) {
+    INFO("step " << s + 1 << ": cpu " << a[s] << ", gpu " << b[s]);
+    CHECK(std::fabs(b[s] - a[s]) <= rtol * std::fabs(a[s]));
+  }
+  // The GPU's checkpoint on the CPU: one forward per batch, rtol = n · u · 8.
+  const train::EvalResult again = train::evaluate_checkpoint(gpu.best_checkpoint, "dev", 0, {"train.device=cpu"});
+  CHECK(std::fabs(again.loss - gpu.dev.loss) <= 640.0 * std::ldexp(1.0, -24) * 8.0 * std::fabs(gpu.dev.loss));
+  CHECK(cpu.dev.metric("examples") == gpu.dev.metric("examples"));
+  fs::remove_all(cpu_dir);
+  fs::remove_all(gpu_dir);
 }

@@ -186,6 +186,24 @@ TEST_CASE("train.precision: bf16 and f16 runs train, an f16 run resumes bit-iden
   fs::remove_all(f32);
 }
 
+TEST_CASE("train.device: its syntax is checked when the config is read, the device when a run starts", "[train]") {
+  CHECK(train::parse_config(kTiny).train.device == "cpu");  // the default
+  CHECK(train::run_device(train::parse_config(kTiny)) == kCPU);
+  CHECK_THROWS_WITH(train::parse_config(kTiny, {"train.device=tpu"}),
+                    Contains("'train.device' must be \"cpu\", \"cuda\" or \"cuda:N\", got \"tpu\""));
+  CHECK_THROWS_WITH(train::parse_config(kTiny, {"train.device=cuda:x"}), Contains("'train.device'"));
+  // A device that may not exist here still parses (a config is portable); the run refuses it.
+  const train::RunConfig far = train::parse_config(kTiny, {"train.device=cuda:999"});
+  CHECK(far.train.device == "cuda:999");
+  CHECK_THROWS_WITH(train::run_device(far), Contains("'train.device' is \"cuda:999\"") && Contains("--set train.device=cpu"));
+  if (cuda_is_available()) return;  // the rest is about a machine without a usable GPU
+  const fs::path dir = fresh_dir("device");
+  std::ostringstream log;
+  CHECK_THROWS_WITH(testing::run_training(train::parse_config(kTiny, {"train.device=cuda"}), dir, log),
+                    Contains("no CUDA device is usable here") && Contains("--set train.device=cpu"));
+  CHECK_FALSE(fs::exists(dir));  // refused before the run directory is made
+}
+
 TEST_CASE("run directories: no silent overwrite, resume needs the same config", "[train]") {
   fs::path dir = fresh_dir("dirs");
   std::ostringstream log;

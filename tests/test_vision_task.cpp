@@ -18,6 +18,7 @@
 #include "lsformer/models/train/trainer.h"
 #include "lsformer/models/train/vision_task.h"
 #include "lsformer/models/vision/factory.h"
+#include "lsformer/ops/kernels/conv.h"
 
 namespace fs = std::filesystem;
 using namespace lsf;
@@ -330,4 +331,18 @@ TEST_CASE("the LRA CIFAR-10 sequence task trains as lra_image", "[train][vision]
   CHECK_THROWS_WITH(train::parse_config(R"({"data": {"task": "image", "path": "x", "generate": {"enabled": true}}})"),
                     Contains("unknown key 'data.generate'"));
   fs::remove_all(dir);
+}
+
+TEST_CASE("an image task names the kernels a device lacks before a run starts on it", "[train][vision]") {
+  const std::unique_ptr<train::Task> task = train::make_task(train::parse_config(tiny_config("/nonexistent")));
+  CHECK(task->unsupported_device(kCPU).empty());
+  const std::string why = task->unsupported_device(kCUDA);
+  if (conv2d_forward_kernel.implemented(DeviceType::CUDA)) {
+    WARN("this build has CUDA convolutions: " << (why.empty() ? "nothing missing" : why));
+  } else {
+    CHECK_THAT(why, Contains("no kernels on cuda in this build") && Contains("conv2d_forward_kernel"));
+    const train::RunConfig config = train::parse_config(tiny_config("/nonexistent"), {"train.device=cuda"});
+    CHECK_THROWS_WITH(train::check_device_supported(*task, kCUDA, config),
+                      Contains("'train.device' is \"cuda\" but the vision models'") && Contains("--set train.device=cpu"));
+  }
 }

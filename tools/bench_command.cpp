@@ -127,6 +127,7 @@ int run_bench(const std::vector<std::string>& args) {
         {"data", r.data},
         {"parameters", r.parameters},
         {"threads", r.threads},
+        {"device", r.device},
         {"warmup_steps", options.warmup_steps},
         {"step_ms", nlohmann::json::array()},
         {"median_ms", r.median_seconds() * 1e3},
@@ -165,7 +166,7 @@ int run_bench(const std::vector<std::string>& args) {
             << rate(r.units_per_step, r.fastest_seconds()) << " at the fastest)\n"
             << "  compute   " << compute_line(r, probe ? machine.sgemm_gflops : 0.0) << "\n"
             << "  memory    " << mib(r.baseline_bytes) << " of tensors before the steps, " << mib(r.peak_bytes)
-            << " at the peak (CPU allocator)"
+            << " at the peak (" << (r.device == "cpu" ? std::string("CPU") : r.device) << " allocator)"
             << (r.rss_peak_bytes >= 0 ? "; the process's resident set peaked at " + mib(r.rss_peak_bytes) : std::string())
             << "\n";
   if (r.non_finite_steps > 0)

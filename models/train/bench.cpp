@@ -10,6 +10,7 @@
 
 #include "lsformer/engine/autocast.h"
 #include "lsformer/engine/autograd.h"
+#include "lsformer/engine/cuda_api.h"
 #include "lsformer/engine/error.h"
 #include "lsformer/engine/parallel.h"
 #include "lsformer/engine/profiler.h"
@@ -60,7 +61,9 @@ BenchResult bench_training(const RunConfig& config, const BenchOptions& options)
   LSF_CHECK(options.warmup_steps >= 0) << "bench: the warm-up steps must be ≥ 0, got " << options.warmup_steps;
   // As start_run: refused before anything large is generated or allocated; then data, the seed,
   // the model's initialisation, in that order (the same parameters as a run of the config).
+  const Device device = run_device(config);
   std::unique_ptr<Task> task = make_task(config);
+  check_device_supported(*task, device, config);
   check_memory_fits(task->estimate_memory(options.forward_only ? MemoryUse::Eval : MemoryUse::Train), config, "");
   if (config.train.threads > 0) set_num_threads(int(config.train.threads));
   if (options.log) *options.log << "bench: loading the training data and building the model" << std::endl;
@@ -69,10 +72,12 @@ BenchResult bench_training(const RunConfig& config, const BenchOptions& options)
   BenchResult result;
   result.forward_only = options.forward_only;
   result.model = task->build_model();
+  result.model->to(device);
   nn::Module& model = *result.model;
   result.data = task->describe_data();
   result.parameters = model.parameter_count();
   result.threads = get_num_threads();
+  result.device = device.str();
   result.unit = task->throughput_unit();
 
   std::unique_ptr<optim::Optimizer> optimizer;
@@ -112,8 +117,8 @@ BenchResult bench_training(const RunConfig& config, const BenchOptions& options)
   if (options.log)
     *options.log << "bench: timing " << options.steps << (options.steps == 1 ? " step" : " steps") << " after "
                  << options.warmup_steps << " warm-up" << std::endl;
-  result.baseline_bytes = memory_stats(kCPU).current_bytes;
-  reset_peak_memory(kCPU);
+  result.baseline_bytes = memory_stats(device).current_bytes;
+  reset_peak_memory(device);
   if (options.profile) {
     profiler::reset();
     profiler::enable();
@@ -126,6 +131,7 @@ BenchResult bench_training(const RunConfig& config, const BenchOptions& options)
     for (int64_t k = options.warmup_steps; k < options.warmup_steps + options.steps; ++k) {
       const Clock::time_point t0 = Clock::now();
       units += step(k);
+      if (device.is_cuda()) cuda::synchronize(device.index);  // the step's queued kernels inside its time
       result.step_seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     }
     result.forward_multiply_adds = double(counter.multiply_adds()) / double(options.steps);
@@ -134,7 +140,7 @@ BenchResult bench_training(const RunConfig& config, const BenchOptions& options)
     profiler::disable();
     result.profile = profiler::format_table(profiler::snapshot());
   }
-  result.peak_bytes = memory_stats(kCPU).peak_bytes;
+  result.peak_bytes = memory_stats(device).peak_bytes;
   int64_t rss = 0, rss_peak = 0;
   if (process_rss(&rss, &rss_peak)) result.rss_peak_bytes = rss_peak;
   result.units_per_step = units / double(options.steps);

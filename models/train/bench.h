@@ -44,9 +44,10 @@ struct BenchResult {
   std::vector<double> step_seconds;   // wall time of each timed step, in order
   int64_t non_finite_steps = 0;       // steps (warm-up included) whose loss or gradient was not finite;
                                       // their updates were skipped, as train.non_finite = "skip" does
-  int64_t baseline_bytes = 0;         // CPU tensors alive before the timed steps (parameters, optimizer
-                                      // state after warm-up, data held as tensors)
-  int64_t peak_bytes = 0;             // the CPU allocator's high-water mark during the timed steps
+  std::string device;                 // train.device: where the steps ran ("cpu", "cuda:0", ...)
+  int64_t baseline_bytes = 0;         // tensors alive on that device before the timed steps (parameters,
+                                      // optimizer state after warm-up, data held as tensors)
+  int64_t peak_bytes = 0;             // that device's allocator high-water mark during the timed steps
   int64_t rss_peak_bytes = -1;        // the process's resident-set peak so far (VmHWM, memory_usage.h): also
                                       // counts what the allocator does not see (BLAS buffers, its cache,
                                       // code, the dataset); −1 where /proc/self/status is unreadable

@@ -79,6 +79,7 @@ void visit_config(RunConfig& c, FieldVisitor& v) {
   v.field("train.threads", t.threads);
   v.field("train.non_finite", t.non_finite, kNonFiniteNames);
   v.field("train.precision", t.precision, kPrecisionNames);
+  v.field("train.device", t.device);
   v.field("train.memory_limit", t.memory_limit);
 }
 
@@ -397,6 +398,11 @@ void validate_common(const std::string& source, const RunConfig& c) {
   at_least(source, "train.tensorboard_every", double(t.tensorboard_every), 0);
   at_least(source, "train.threads", double(t.threads), 0);
   LSF_CHECK(t.threads <= 4096) << source << ": 'train.threads' must be ≤ 4096, got " << t.threads;
+  try {
+    (void)Device(t.device);  // its syntax only: whether it exists is the run's question (run_device)
+  } catch (const Error&) {
+    LSF_FAIL() << source << ": 'train.device' must be \"cpu\", \"cuda\" or \"cuda:N\", got \"" << t.device << "\"";
+  }
   LSF_CHECK(std::isfinite(t.memory_limit) && t.memory_limit >= 0)
       << source << ": 'train.memory_limit' must be a byte count ≥ 0 (0: the machine's available memory), got "
       << t.memory_limit;
@@ -485,6 +491,19 @@ RunConfig load_config(const std::string& path, const std::vector<std::string>& o
 std::string to_json(const RunConfig& config) { return config_to_json(config).dump(2) + "\n"; }
 
 std::string default_config_json(const std::string& task) { return to_json(default_config(task)); }
+
+Device run_device(const RunConfig& config) {
+  const Device device(config.train.device);
+  if (device.is_cpu()) return device;
+  const int count = cuda_device_count();
+  LSF_CHECK(device.index < count)
+      << "'train.device' is \"" << config.train.device << "\" but "
+      << (count == 0 ? std::string("no CUDA device is usable here (a build without the CUDA backend, no driver or no GPU: "
+                                   "`lsf info` says which)")
+                     : "this machine has " + std::to_string(count) + " CUDA device" + (count == 1 ? "" : "s"))
+      << "; --set train.device=cpu runs on the CPU";
+  return device;
+}
 
 void validate_data_paths(const RunConfig& config) { task_family(config.task).check_data_paths(config); }
 

@@ -32,6 +32,7 @@
 #include <typeinfo>
 #include <vector>
 
+#include "lsformer/engine/device.h"
 #include "lsformer/engine/dtype.h"
 #include "lsformer/engine/enum_names.h"
 #include "lsformer/engine/error.h"
@@ -143,6 +144,7 @@ struct LoopConfig {
   int64_t threads = 0;            // CPU threads; 0: the default (OMP_NUM_THREADS or all cores)
   NonFiniteAction non_finite = NonFiniteAction::Stop;
   Precision precision = Precision::F32;
+  std::string device = "cpu";     // where the model trains and evaluates: "cpu", "cuda" or "cuda:N"
   double memory_limit = 0;        // bytes a run may use (models/train/memory_estimate.h); 0: the
                                   // machine's MemAvailable. A config estimated above it is refused.
 };
@@ -201,5 +203,9 @@ std::string default_config_json(const std::string& task = "listops");
 
 // Checks that every file the config reads exists; the error names the key and the path.
 void validate_data_paths(const RunConfig& config);
+
+// The device train.device names, checked against this process: a CUDA device that this build
+// or machine lacks is an error that names it and says how to train on the CPU instead.
+Device run_device(const RunConfig& config);
 
 }  // namespace lsf::train

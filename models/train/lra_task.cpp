@@ -313,7 +313,7 @@ class LraTask final : public Task {
   void set_data_shard(const DataShard& shard) override { shard_ = shard; }
 
   TrainStep train_step(nn::Module& model, int64_t step) override {
-    data::Batch batch = shard_rows(train_batches_->batch(step), shard_);
+    const data::Batch batch = shard_rows(train_batches_->batch(step), shard_).to(parameter_device(model));
     Tensor logits = forward(classifier(model), batch);
     TrainStep s;
     profiler::PhaseScope phase("loss");
@@ -348,7 +348,7 @@ class LraTask final : public Task {
     int64_t batches = loader.batches_per_epoch();
     if (max_batches > 0) batches = std::min(batches, max_batches);
     for (int64_t i = 0; i < batches; ++i) {
-      data::Batch b = loader.batch(i);
+      const data::Batch b = loader.batch(i).to(parameter_device(model));
       visit(b, forward(model, b));
     }
   }
@@ -405,7 +405,7 @@ class LraTask final : public Task {
                                                              .paired = all.paired});  // not a copy of the split
     data::BatchOptions options = batch_options(config_, /*training=*/false);
     options.batch_size = 1;
-    const data::Batch b = data::BatchLoader(one, options).batch(0);
+    const data::Batch b = data::BatchLoader(one, options).batch(0).to(parameter_device(module));
     lra::LraClassifier& model = classifier(module);
     const bool was_training = model.is_training();
     model.eval();

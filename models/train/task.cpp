@@ -108,4 +108,10 @@ InspectedExample Task::forward_example(nn::Module&, const std::string&, int64_t)
   LSF_FAIL() << "this task cannot run single examples for inspection (it implements no Task::forward_example)";
 }
 
+void check_device_supported(const Task& task, Device device, const RunConfig& config) {
+  const std::string why = task.unsupported_device(device);
+  LSF_CHECK(why.empty()) << "'train.device' is \"" << config.train.device << "\" but " << why
+                         << "; --set train.device=cpu runs on the CPU";
+}
+
 }  // namespace lsf::train

@@ -131,6 +131,18 @@ struct DataShard {
   int64_t first(int64_t global_rows) const { return int64_t(rank) * rows(global_rows); }
 };
 
+class Task;
+// Refuses (lsf::Error naming train.device and the reason) a task whose model cannot run on
+// `device` (Task::unsupported_device).
+void check_device_supported(const Task& task, Device device, const RunConfig& config);
+
+// Where a model's parameters are (the trainer puts a model on one device, train.device; the
+// CPU for a model without parameters): a task moves each batch there before its forward.
+inline Device parameter_device(const nn::Module& model) {
+  const TensorList params = model.parameters();
+  return params.empty() ? kCPU : params.front().device();
+}
+
 class Task {
  public:
   virtual ~Task() = default;
@@ -178,6 +190,12 @@ class Task {
   // (an error naming the task).
   virtual int64_t examples(const std::string& split) const;
   virtual InspectedExample forward_example(nn::Module& model, const std::string& split, int64_t index);
+
+  // Why this task's model cannot train or evaluate on `device` (train.device), in words that
+  // follow "but"; empty when it can. The trainer asks before it makes the run directory, so a
+  // family with ops a backend lacks is refused at once rather than at its first step. Default:
+  // every device.
+  virtual std::string unsupported_device(Device /*device*/) const { return {}; }
 
   // Data-parallel training: called before load_data() with this rank's shard; train_step()
   // then computes the loss (mean over the shard's rows, so that the mean over ranks is the global

@@ -180,8 +180,11 @@ CheckpointInfo load_weights(const std::string& who, const std::string& path, con
 // the end of training and `lsf eval` (`who` names the caller in a mismatch error).
 EvalResult evaluate_file(Task& task, const RunConfig& config, const std::string& path, const std::string& split,
                          const std::string& who) {
+  const Device device = run_device(config);  // train.device (lsf eval: --set train.device=... chooses another)
+  check_device_supported(task, device, config);
   auto model = task.build_model();
   CheckpointInfo info = load_weights(who, path, config, *model);
+  model->to(device);
   EvalResult r = task.evaluate(*model, split, /*max_batches=*/0);
   r.step = info.step;
   return r;
@@ -213,8 +216,15 @@ struct Run {
 };
 
 Run start_run(const RunConfig& config, const TrainOptions& options, ProgressLine& progress, DataParallel& dp) {
-  // A config that cannot fit is refused before the run directory is made or data generated.
+  // A device this process lacks, or a config that cannot fit, is refused before the run
+  // directory is made or data generated.
+  Device device = run_device(config);
+  // Data parallelism on GPUs: "cuda" without an index puts rank r on GPU r mod the GPUs there are
+  // (one rank per GPU, as launched by mpirun -np <GPUs>); "cuda:N" puts every rank on GPU N.
+  if (device.is_cuda() && dp.active() && config.train.device == "cuda")
+    device = Device(DeviceType::CUDA, dp.rank() % cuda_device_count());
   std::unique_ptr<Task> task = make_task(config);
+  check_device_supported(*task, device, config);
   check_memory_fits(task->estimate_memory(MemoryUse::Train), config, "");
   // Data parallelism: rank 0 chooses, locks and writes the run directory; the others use its path.
   RunPaths paths("");
@@ -234,7 +244,8 @@ Run start_run(const RunConfig& config, const TrainOptions& options, ProgressLine
   }
   run.task->load_data({"train", "dev", "test"});
   manual_seed(config.train.seed);
-  run.model = run.task->build_model();
+  run.model = run.task->build_model();  // initialised on the CPU: the same weights on every device
+  run.model->to(device);                // before the optimizer, whose state lives beside the parameters
   run.model->train();
   run.optimizer = make_optimizer(config, *run.model);
   run.schedule = make_schedule(config);
@@ -301,7 +312,7 @@ Run start_run(const RunConfig& config, const TrainOptions& options, ProgressLine
   std::ostringstream os;
   os << "training " << run.task->describe_data() << ", " << run.model->parameter_count() << " parameters, "
      << threads_text() << (dp.active() ? " per rank × " + std::to_string(dp.size()) + " ranks (" + dp.backend() + ")" : "")
-     << " → " << run.paths.dir;
+     << (device.is_cuda() ? ", on " + device.str() : std::string()) << " → " << run.paths.dir;
   progress.message(os.str());
   return run;
 }

@@ -18,6 +18,9 @@
 #include "lsformer/engine/profiler.h"
 #include "lsformer/models/nn/init.h"
 #include "lsformer/models/train/config_checks.h"
+#include "lsformer/ops/kernels/batch_norm.h"
+#include "lsformer/ops/kernels/conv.h"
+#include "lsformer/ops/kernels/pool.h"
 #include "lsformer/ops/loss.h"
 #include "lsformer/ops/soft_cross_entropy.h"
 #include "lsformer/ops/softmax.h"
@@ -285,6 +288,22 @@ class VisionTask final : public Task {
     return os.str();
   }
 
+  // Every vision model embeds its patches with conv2d, and the CNN adds batch norm and pooling:
+  // a backend that lacks one of their kernels cannot run it. Asked of the kernel tables, so the
+  // answer follows the build (a CUDA backend with convolutions needs no change here).
+  std::string unsupported_device(Device device) const override {
+    if (device.is_cpu()) return {};
+    std::string missing;
+    for (const KernelBase* k : std::initializer_list<const KernelBase*>{
+             &conv2d_forward_kernel, &conv2d_backward_kernel, &batch_norm_forward_kernel, &batch_norm_backward_kernel,
+             &avg_pool2d_forward_kernel, &avg_pool2d_backward_kernel, &max_pool2d_forward_kernel,
+             &max_pool2d_backward_kernel, &adaptive_avg_pool2d_forward_kernel, &adaptive_avg_pool2d_backward_kernel})
+      if (!k->implemented(device.type)) missing += std::string(missing.empty() ? "" : ", ") + k->name();
+    if (missing.empty()) return {};
+    return "the vision models' convolution, batch-norm and pooling ops have no kernels on " +
+           std::string(device_type_name(device.type)) + " in this build (" + missing + ")";
+  }
+
   std::shared_ptr<nn::Module> build_model() override {
     LSF_CHECK(model_data_ != nullptr) << "internal: build_model before load_data";
     return make_model(spec_);
@@ -302,6 +321,7 @@ class VisionTask final : public Task {
     data::ImageBatch b = train_loader_->next();
     ++next_step_;
     LSF_CHECK(b.index == step) << "internal: the image loader gave batch " << b.index << " for step " << step;
+    b = b.to(parameter_device(model));
     Tensor logits = classifier(model).forward(b.images);
     TrainStep s;
     {
@@ -341,7 +361,7 @@ class VisionTask final : public Task {
     const bool was_training = model.is_training();
     model.eval();
     NoGradGuard no_grad;
-    const Tensor logits = model.forward(b.images.to(model.parameters().front().device()));  // [1, K]
+    const Tensor logits = model.forward(b.images.to(parameter_device(model)));  // [1, K]
     model.train(was_training);
     const std::vector<float> p = softmax(logits, 1).to_vector<float>();
     const int64_t predicted = std::max_element(p.begin(), p.end()) - p.begin();
@@ -375,7 +395,7 @@ class VisionTask final : public Task {
     double loss_sum = 0.0;
     int64_t correct1 = 0, correct5 = 0, examples = 0;
     for (int64_t i = 0; i < batches; ++i) {
-      data::ImageBatch b = loader.next();
+      const data::ImageBatch b = loader.next().to(parameter_device(model));
       Tensor logits = model.forward(b.images);
       loss_sum += cross_entropy(logits, b.labels, {.reduction = Reduction::Sum}).item<double>();
       const TopK k = count_top_k(logits, b.labels);
