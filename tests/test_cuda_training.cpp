@@ -75,18 +75,12 @@ TEST_CASE("cuda: a small model trains the same on CPU and GPU", "[cuda]") {
 TEST_CASE("cuda: lsf train on train.device = cuda tracks the CPU run, and its checkpoint evaluates on the CPU", "[cuda]") {
   LSF_REQUIRE_CUDA_DEVICE();
   namespace fs = std::filesystem;
-  // Tiny ListOps generated in memory (4 < L < 20 tokens), a 2-layer long-short model, no
-  // dropout (the devices need not draw the same masks), one loss per logged step.
-  const std::string config = R"({
-    "data": {"task": "listops", "seed": 3,
-             "generate": {"enabled": true, "train": 400, "dev": 48, "test": 40,
-                          "min_length": 4, "max_length": 20, "max_depth": 3, "max_args": 4}},
-    "model": {"vocab_size": 16, "max_seq_len": 32, "dim": 32, "heads": 2, "ffn_dim": 64, "window": 4, "rank": 4,
-              "dropout": 0.0, "head_hidden": 32},
-    "optimizer": {"lr": 3e-3, "weight_decay": 0.01},
-    "schedule": {"name": "onecycle", "warmup_steps": 5},
-    "train": {"steps": 20, "batch_size": 32, "eval_every": 0, "log_every": 1, "checkpoint_every": 0, "seed": 7, "threads": 1}
-  })";
+  // test_train's tiny ListOps run, without dropout (the devices need not draw the same masks),
+  // 20 steps with one loss per logged step, evaluated at the end only.
+  const std::vector<std::string> tiny = {"model.dropout=0.0", "train.steps=20", "train.eval_every=0",
+                                         "train.log_every=1", "train.checkpoint_every=0"};
+  std::vector<std::string> on_gpu = tiny;
+  on_gpu.push_back("train.device=cuda");
   auto losses = [](const fs::path& dir) {
     std::vector<double> out;
     std::ifstream in(dir / "metrics.jsonl");
@@ -98,8 +92,8 @@ TEST_CASE("cuda: lsf train on train.device = cuda tracks the CPU run, and its ch
   };
   const fs::path cpu_dir = testing::fresh_dir("cuda_train", "cpu"), gpu_dir = testing::fresh_dir("cuda_train", "gpu");
   std::ostringstream log;
-  const train::TrainSummary cpu = testing::run_training(train::parse_config(config), cpu_dir, log);
-  const train::TrainSummary gpu = testing::run_training(train::parse_config(config, {"train.device=cuda"}), gpu_dir, log);
+  const train::TrainSummary cpu = testing::run_training(train::parse_config(testing::kTinyListOps, tiny), cpu_dir, log);
+  const train::TrainSummary gpu = testing::run_training(train::parse_config(testing::kTinyListOps, on_gpu), gpu_dir, log);
   INFO(log.str());
   CHECK_THAT(log.str(), Catch::Contains(", on cuda:0"));
   const std::vector<double> a = losses(cpu_dir), b = losses(gpu_dir);

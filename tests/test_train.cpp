@@ -21,20 +21,7 @@ using Catch::Matches;
 
 namespace {
 
-// Tiny ListOps generated in memory: at most 2 operator levels, 4 < L < 20 tokens; a 2-layer
-// long-short model with d = 32. Dropout is on so that resuming must restore the RNG. One thread,
-// so every number below is deterministic.
-const std::string kTiny = R"({
-  "data": {"task": "listops", "seed": 3,
-           "generate": {"enabled": true, "train": 400, "dev": 48, "test": 40,
-                        "min_length": 4, "max_length": 20, "max_depth": 3, "max_args": 4}},
-  "model": {"vocab_size": 16, "max_seq_len": 32, "dim": 32, "heads": 2, "ffn_dim": 64, "window": 4, "rank": 4,
-            "dropout": 0.1, "head_hidden": 32},
-  "optimizer": {"lr": 3e-3, "weight_decay": 0.01},
-  "schedule": {"name": "onecycle", "warmup_steps": 5},
-  "train": {"steps": 50, "batch_size": 32, "eval_every": 20, "eval_batches": 2, "log_every": 10,
-            "checkpoint_every": 10, "seed": 7, "threads": 1}
-})";
+const std::string& kTiny = testing::kTinyListOps;
 
 fs::path fresh_dir(const std::string& name) { return testing::fresh_dir("train", name); }
 
