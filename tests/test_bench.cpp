@@ -61,6 +61,7 @@ TEST_CASE("bench_training runs the steps lsf train runs (ListOps)", "[bench]") {
   CHECK(r.units_per_step == 8);  // train.batch_size
   CHECK(r.threads == 1);         // train.threads
   CHECK(r.non_finite_steps == 0);
+  CHECK(r.device == "cpu");  // train.device's default
   CHECK(r.baseline_bytes > 0);
   CHECK(r.peak_bytes > r.baseline_bytes);  // the steps' activations
   CHECK(r.rss_peak_bytes >= r.peak_bytes);  // the process holds at least the tensors (Linux: /proc/self/status)
