@@ -131,11 +131,6 @@ struct DataShard {
   int64_t first(int64_t global_rows) const { return int64_t(rank) * rows(global_rows); }
 };
 
-class Task;
-// Refuses (lsf::Error naming train.device and the reason) a task whose model cannot run on
-// `device` (Task::unsupported_device).
-void check_device_supported(const Task& task, Device device, const RunConfig& config);
-
 // Where a model's parameters are (the trainer puts a model on one device, train.device; the
 // CPU for a model without parameters): a task moves each batch there before its forward.
 inline Device parameter_device(const nn::Module& model) {
@@ -214,6 +209,10 @@ class Task {
   // anything large is allocated or generated. Default: no estimate (nothing is refused).
   virtual MemoryEstimate estimate_memory(MemoryUse use) const;
 };
+
+// Refuses (lsf::Error naming train.device and the reason) a task whose model cannot run on
+// `device` (Task::unsupported_device).
+void check_device_supported(const Task& task, Device device, const RunConfig& config);
 
 // ---- the registry ----
 
