@@ -70,6 +70,7 @@ struct Options {
   double min_sample_ms = 1.0;
   bool cpu_clock = false;
   bool list = false;
+  bool meta = false;  // --meta
   std::string dump;  // directory for the LRA case's weights and tensors
 };
 
@@ -79,6 +80,7 @@ const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = [] {
     std::vector<Flag> t = lsf::bench::common_flags<Options>("only cases whose name contains TEXT (e.g. lra, scale/full, d64h2/n4096)");
     std::vector<Flag> own = {
+        lsf::bench::meta_flag<Options>(),
         {"--sample-time", "SECONDS", "sampling time per measurement (default 1.0)",
          [](Options& o, const std::string& v) { o.sample_s = lsf::bench::number_at_least(v, 0); }},
         {"--budget", "SECONDS", "skip a case predicted to take longer than this (default 60)",
@@ -300,11 +302,8 @@ int run(const Options& opt) {
   LSF_CHECK(opt.dump.empty() || opt.filter.empty() || selected(opt, lra))
       << "--dump writes the LRA case, but --filter '" << opt.filter << "' excludes " << lra.name;
   lsf::set_num_threads(opt.threads > 0 ? opt.threads : int(std::max(1u, std::thread::hardware_concurrency())));
-  std::printf("{\"meta\": {\"impl\": \"lsformer\", \"version\": \"%s\", \"threads\": %d, \"build_info\": \"%s\", "
-              "\"machine\": %s}}\n",
-              lsf::version().c_str(), lsf::get_num_threads(), lsf::bench::json_escape(lsf::build_info()).c_str(),
-              lsf::machine_limits_json(lsf::measure_machine_limits()).c_str());
-  std::fflush(stdout);
+  lsf::bench::print_meta_line("\"machine\": " + lsf::machine_limits_json(lsf::measure_machine_limits()));
+  if (opt.meta) return 0;
   if (!opt.dump.empty()) dump(opt, lra);
   if (selected(opt, lra)) measure(opt, lra);
   for (const auto& s : series) {

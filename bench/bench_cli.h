@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdio>
 #include <exception>
 #include <fstream>
 #include <functional>
@@ -203,6 +204,24 @@ inline std::string json_escape(const std::string& s) {
     }
   }
   return out;
+}
+
+// --meta, for the benchmarks whose JSON output starts with a metadata line: print that line and
+// exit without running a case. The runners (bench/run_*.py) read the build from it. Options
+// needs a member `meta`.
+template <typename Options>
+Flag<Options> meta_flag() {
+  return {"--meta", nullptr, "print the metadata line a run starts with (JSON: version, threads, build) and exit",
+          [](Options& o, const std::string&) { o.meta = true; }};
+}
+
+// That line: {"meta": {"impl": "lsformer", "version", "threads", "build_info"[, extra]}}, where
+// extra holds more members ("\"key\": value" pairs, comma-separated) or is empty.
+inline void print_meta_line(const std::string& extra = "") {
+  std::printf("{\"meta\": {\"impl\": \"lsformer\", \"version\": \"%s\", \"threads\": %d, \"build_info\": \"%s\"%s%s}}\n",
+              lsf::version().c_str(), lsf::get_num_threads(), json_escape(lsf::build_info()).c_str(),
+              extra.empty() ? "" : ", ", extra.c_str());
+  std::fflush(stdout);
 }
 
 // A field of /proc/self/status in bytes ("VmRSS", "VmHWM"), -1 when absent: the process's

@@ -72,6 +72,7 @@ struct Options {
   double min_sample_ms = 1.0;
   bool cpu_clock = false;
   bool list = false;
+  bool meta = false;  // --meta
   std::string dump;
   int64_t gen_tokens = 0;  // 0: one block (M)
   std::string prompts = "256,1024,4096,16384";
@@ -84,6 +85,7 @@ const std::vector<Flag>& flags() {
     std::vector<Flag> t =
         lsf::bench::common_flags<Options>("only cases whose name contains TEXT (e.g. train/small, generate)");
     std::vector<Flag> own = {
+        lsf::bench::meta_flag<Options>(),
         {"--sample-time", "SECONDS", "sampling time per measurement (default 10)",
          [](Options& o, const std::string& v) { o.sample_s = lsf::bench::number_at_least(v, 0); }},
         {"--dump", "DIR", "write each selected train case's weights, batch, memory, loss and gradients to DIR/<config>",
@@ -358,9 +360,8 @@ int run(const Options& opt) {
     return 0;
   }
   lsf::set_num_threads(opt.threads > 0 ? opt.threads : int(std::max(1u, std::thread::hardware_concurrency())));
-  std::printf("{\"meta\": {\"impl\": \"lsformer\", \"version\": \"%s\", \"threads\": %d, \"build_info\": \"%s\"}}\n",
-              lsf::version().c_str(), lsf::get_num_threads(), lsf::bench::json_escape(lsf::build_info()).c_str());
-  std::fflush(stdout);
+  lsf::bench::print_meta_line();
+  if (opt.meta) return 0;
   for (const Config& c : configs()) {
     if (!selected(opt, "train/" + c.name)) continue;
     if (!opt.dump.empty()) dump_case(opt, c);

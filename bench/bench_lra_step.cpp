@@ -78,6 +78,7 @@ struct Options {
   double min_sample_ms = 1.0;
   bool cpu_clock = false;
   bool list = false;
+  bool meta = false;  // --meta
   std::string dump;
   int64_t min_real = kMinReal;  // real tokens per example: uniform in [min_real, kLength]
   bool padded = false;          // the model's padded path (LraModelOptions::packed = false)
@@ -89,6 +90,7 @@ const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = [] {
     std::vector<Flag> t = lsf::bench::common_flags<Options>("only cases whose name contains TEXT (train/listops)");
     std::vector<Flag> own = {
+        lsf::bench::meta_flag<Options>(),
         {"--sample-time", "SECONDS", "sampling time per measurement (default 10)",
          [](Options& o, const std::string& v) { o.sample_s = lsf::bench::number_at_least(v, 0); }},
         {"--dump", "DIR",
@@ -333,11 +335,8 @@ int run(const Options& opt) {
     return 0;
   }
   lsf::set_num_threads(opt.threads > 0 ? opt.threads : int(std::max(1u, std::thread::hardware_concurrency())));
-  std::printf("{\"meta\": {\"impl\": \"lsformer\", \"version\": \"%s\", \"threads\": %d, \"build_info\": \"%s\", "
-              "\"machine\": %s}}\n",
-              lsf::version().c_str(), lsf::get_num_threads(), lsf::bench::json_escape(lsf::build_info()).c_str(),
-              lsf::machine_limits_json(lsf::measure_machine_limits()).c_str());
-  std::fflush(stdout);
+  lsf::bench::print_meta_line("\"machine\": " + lsf::machine_limits_json(lsf::measure_machine_limits()));
+  if (opt.meta) return 0;
   if (!opt.dump.empty()) dump_case(opt);
   else time_case(opt);
   return 0;

@@ -69,6 +69,7 @@ struct Options {
   int max_samples = 100;
   double min_sample_ms = 1.0;
   bool list = false;
+  bool meta = false;  // --meta
   bool no_sgemm = false;
   bool cpu_clock = false;  // process CPU time instead of steady_clock
 };
@@ -79,6 +80,7 @@ const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = [] {
     std::vector<Flag> t = lsf::bench::common_flags<Options>("only cases whose \"op case\" contains TEXT");
     std::vector<Flag> own = {
+        lsf::bench::meta_flag<Options>(),
         {"--json", nullptr, "one JSON object per line instead of a table",
          [](Options& o, const std::string&) { o.json = true; }},
         {"--budget", "SECONDS", "sampling time per measurement (default 1.0)",
@@ -298,17 +300,13 @@ void emit(const Options& opt, const char* impl, const Case& c, const char* phase
 }
 
 void emit_meta(const Options& opt) {
-  if (!opt.json) {
+  if (!opt.json && !opt.meta) {  // --meta prints the JSON line in either format
     std::printf("%s", lsf::build_info().c_str());
     std::printf("\n%-14s %-20s %-17s %-7s %10s %10s %10s %8s\n", "impl", "case", "phase", "op",
                 "median_ms", "min_ms", "samples", "GFLOP/s");
     return;
   }
-  std::printf("{\"meta\": {\"impl\": \"lsformer\", \"version\": \"%s\", \"threads\": %d, "
-              "\"openblas_config\": \"%s\", \"build_info\": \"%s\"}}\n",
-              lsf::version().c_str(), lsf::get_num_threads(), lsf::bench::json_escape(openblas_get_config()).c_str(),
-              lsf::bench::json_escape(lsf::build_info()).c_str());
-  std::fflush(stdout);
+  lsf::bench::print_meta_line("\"openblas_config\": \"" + lsf::bench::json_escape(openblas_get_config()) + "\"");
 }
 
 int run(const Options& opt) {
@@ -324,6 +322,7 @@ int run(const Options& opt) {
   }
   lsf::set_num_threads(opt.threads > 0 ? opt.threads : omp_get_num_procs());
   emit_meta(opt);
+  if (opt.meta) return 0;
   for (const Case& c : cases) {
     if (!lsf::bench::case_selected(opt.filter, key(c))) continue;
     double fwd_gflop = c.gemm ? c.gemm->gflop() : 0.0;

@@ -69,6 +69,7 @@ struct Options {
   double min_sample_ms = 1.0;
   bool cpu_clock = false;
   bool list = false;
+  bool meta = false;  // --meta
   bool cost = false;
   int64_t batch = 0;  // 0: the case's batch
   std::string dump;
@@ -80,6 +81,7 @@ const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = [] {
     std::vector<Flag> t = lsf::bench::common_flags<Options>("only cases whose name contains TEXT (cnn, vil, cvt)");
     std::vector<Flag> own = {
+        lsf::bench::meta_flag<Options>(),
         {"--sample-time", "SECONDS", "sampling time per case (default 5.0)",
          [](Options& o, const std::string& v) { o.sample_s = lsf::bench::number_at_least(v, 0); }},
         {"--batch", "B", "batch size of every case (default: the case's, 64)",
@@ -271,9 +273,8 @@ int run(const Options& opt) {
   }
   LSF_CHECK(opt.batch >= 0) << "--batch must be positive, got " << opt.batch;
   lsf::set_num_threads(opt.threads > 0 ? opt.threads : int(std::max(1u, std::thread::hardware_concurrency())));
-  std::printf("{\"meta\": {\"impl\": \"lsformer\", \"version\": \"%s\", \"threads\": %d, \"build_info\": \"%s\"}}\n",
-              lsf::version().c_str(), lsf::get_num_threads(), lsf::bench::json_escape(lsf::build_info()).c_str());
-  std::fflush(stdout);
+  lsf::bench::print_meta_line();
+  if (opt.meta) return 0;
   if (opt.cost) {
     print_costs();
     return 0;

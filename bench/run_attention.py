@@ -36,7 +36,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 from bench_common import (  # noqa: E402
-    add_runner_args, fmt_mib, fmt_ms, git_revision, loadavg, runner_env, setup_lines,
+    add_runner_args, fmt_mib, fmt_ms, git_revision, loadavg, lsformer_meta, runner_env, setup_lines,
     update_section)
 from bench_common import run_json as _run_json  # noqa: E402
 
@@ -243,8 +243,8 @@ def main():
     env = runner_env(args, "run_attention")
     common = ["--threads", str(args.threads), "--sample-time", str(args.sample_time), "--clock", args.clock]
     load_before = loadavg()
-    body, summary, pt_meta, lsf_meta = [], [], {}, {}
-    lsf_meta, _, _ = run_json([args.bench_attention, "--threads", str(args.threads), "--filter", "none-such"], env)
+    body, summary, pt_meta = [], [], {}
+    lsf_meta = lsformer_meta(args.bench_attention, args.threads, env)
     if not args.skip_lra:
         with tempfile.TemporaryDirectory() as tmp:
             dump_dir = args.dump_dir or tmp

@@ -34,7 +34,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 from bench_common import (  # noqa: E402
-    add_runner_args, fmt_mib, fmt_ms, git_revision, loadavg, runner_env, setup_lines,
+    add_runner_args, fmt_mib, fmt_ms, git_revision, loadavg, lsformer_meta, runner_env, setup_lines,
     update_section)
 from bench_common import run_json as _run_json  # noqa: E402
 
@@ -177,7 +177,7 @@ def main():
     args.bench_lm = os.path.abspath(args.bench_lm)
     env = runner_env(args, "run_lm")
     load_before = loadavg()
-    lsf_meta, _, _ = run_json([args.bench_lm, "--threads", str(args.threads), "--filter", "none-such"], env)
+    lsf_meta = lsformer_meta(args.bench_lm, args.threads, env)
     body, summary, pt_meta = [], [], {}
     if not args.skip_train:
         with tempfile.TemporaryDirectory() as tmp:

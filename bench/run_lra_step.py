@@ -29,7 +29,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 from bench_common import (  # noqa: E402
-    add_runner_args, fmt_mib, fmt_ms, git_revision, loadavg, runner_env, setup_lines,
+    add_runner_args, fmt_mib, fmt_ms, git_revision, loadavg, lsformer_meta, runner_env, setup_lines,
     update_section)
 from bench_common import run_json as _run_json  # noqa: E402
 
@@ -117,7 +117,7 @@ def main():
     args.bench_lra_step = os.path.abspath(args.bench_lra_step)
     env = runner_env(args, "run_lra_step")
     load_before = loadavg()
-    lsf_meta, _, _ = run_json([args.bench_lra_step, "--threads", str(args.threads), "--filter", "none-such"], env)
+    lsf_meta = lsformer_meta(args.bench_lra_step, args.threads, env)
     timing = ["--threads", str(args.threads), "--clock", args.clock, "--sample-time", str(args.sample_time),
               "--min-samples", str(args.min_samples)]
     rows = {"lsformer": [], "pytorch": [], "lsformer_1t": []}

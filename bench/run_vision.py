@@ -34,7 +34,8 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 from bench_common import (  # noqa: E402
-    add_runner_args, fmt_mib, git_revision, loadavg, runner_env, setup_lines, update_section)
+    add_runner_args, fmt_mib, git_revision, loadavg, lsformer_meta, runner_env, setup_lines,
+    update_section)
 from bench_common import run_json as _run_json  # noqa: E402
 
 BEGIN, END = "<!-- vision-cpu:begin -->", "<!-- vision-cpu:end -->"
@@ -166,7 +167,7 @@ def main():
     args.bench_vision = os.path.abspath(args.bench_vision)
     env = runner_env(args, "run_vision")
     load_before = loadavg()
-    lsf_meta, _, _ = run_json([args.bench_vision, "--threads", str(args.threads), "--filter", "none-such"], env)
+    lsf_meta = lsformer_meta(args.bench_vision, args.threads, env)
     with tempfile.TemporaryDirectory() as tmp:
         dump_dir = args.dump_dir or tmp
         os.makedirs(dump_dir, exist_ok=True)
