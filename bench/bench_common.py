@@ -90,12 +90,12 @@ def run_json(cmd, env, allow_fail=False, echo=False, text_lines=False):
     return meta, rows, proc.returncode
 
 
-
 def lsformer_meta(binary, threads, env):
     """The metadata line a C++ benchmark's run starts with (version, threads, build), from its
     --meta flag: no case runs."""
     meta, _, _ = run_json([binary, "--threads", str(threads), "--meta"], env, echo=True)
     return meta
+
 
 def time_call(call, clock="wall", warmup=1, min_samples=3, max_samples=50, min_sample_ms=1.0, sample_ms=1000.0):
     """Median time per call in ms, as bench_timing.h measures it: warm up, repeat fast calls so a
