@@ -11,9 +11,10 @@
 //   loss.backward();                                      // outside the guard, as in PyTorch
 //
 // Results keep dtype f32, so no other op has to accept 16-bit inputs. On a GPU the products run
-// as 16-bit kernels (f32 accumulation); on the CPU, which has no 16-bit GEMM, in f32 on the
-// rounded values, with the same rounding points: the two agree within the 16-bit format's
-// tolerance. The roundings are differentiable casts, whose backward rounds the gradient the same
+// as 16-bit kernels (f32 accumulation); on the CPU on the rounded values (f32 tensors marked
+// exact in the 16-bit format), matmul, bmm, linear and linears on the bf16 dot-product
+// instruction where the CPU has one (cpu_bf16_products below), everything else in f32, with the
+// same rounding points: the two agree within the 16-bit format's tolerance. The roundings are differentiable casts, whose backward rounds the gradient the same
 // way, so the products' backward also sees 16-bit operands. Only f32 operands are affected (f64
 // runs as f64). The state is per thread, like grad mode.
 #pragma once
@@ -30,6 +31,15 @@ namespace lsf {
 // kF32 outside (autocast off).
 DType autocast_dtype();
 inline bool autocast_enabled() { return autocast_dtype() != DType::F32; }
+
+// On the CPU, products whose operands all came from bf16 (as autocast's roundings make them:
+// matmul, bmm, linear and linears, forward and backward) run on the bf16 dot-product
+// instruction where the CPU has it (AVX512_BF16: Cooper Lake, Sapphire Rapids, Zen 4 and later),
+// about twice as fast as f32; the same sums in another order (ops/cpu/gemm_bf16.h). On by
+// default; LSF_CPU_BF16_PRODUCTS=0 in the environment, or set_cpu_bf16_products(false), keeps
+// every product in f32 (the process-wide setting, e.g. for comparing the two).
+bool cpu_bf16_products();
+void set_cpu_bf16_products(bool enabled);
 
 class AutocastGuard {
  public:

@@ -32,6 +32,10 @@ Tensor Tensor::to(DType dtype) const {
   if (dtype == this->dtype()) return *this;
   Tensor out = empty(shape(), options().dtype(dtype));
   copy_kernel(device(), out, *this);
+  // Widening a 16-bit tensor: every value of out is exact in that format (a hint for kernels
+  // with 16-bit paths, engine/storage.h).
+  if (dtype == DType::F32 && (this->dtype() == DType::BF16 || this->dtype() == DType::F16))
+    out.storage()->mark_values_exact_in(this->dtype());
   if (is_floating(dtype)) {
     DType from = this->dtype();
     autograd::record("to_dtype", {*this}, {out},

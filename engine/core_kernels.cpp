@@ -6,5 +6,6 @@ namespace lsf {
 LSF_DEFINE_KERNEL(fill_kernel, void(const Tensor& dst, double value));
 LSF_DEFINE_KERNEL(copy_kernel, void(const Tensor& dst, const Tensor& src));
 LSF_DEFINE_KERNEL(add_inplace_kernel, void(const Tensor& dst, const Tensor& src));
+LSF_DEFINE_KERNEL(round_to_kernel, void(const Tensor& dst, const Tensor& src, DType low));
 LSF_DEFINE_KERNEL(cross_device_copy_kernel, void(const Tensor& dst, const Tensor& src));
 }  // namespace lsf

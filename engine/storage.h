@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "lsformer/engine/device.h"
+#include "lsformer/engine/dtype.h"
 
 namespace lsf {
 
@@ -60,11 +61,25 @@ class StorageImpl {
   uint64_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
+  // Whether every value in this buffer came from a 16-bit format (`low`: bf16 or f16), so that
+  // it is exact there: recorded by the conversion that filled it (Tensor::to(kF32) of a bf16 or
+  // f16 tensor, which autocast's roundings are) and forgotten by the next in-place write through
+  // the Tensor API (the version moves). A hint for kernels with a faster 16-bit path (the CPU's
+  // bf16 products, ops/cpu/gemm_bf16.h); they check the values themselves, since a write through
+  // a raw pointer or a kernel's in-place accumulation does not move the version.
+  void mark_values_exact_in(DType low) {
+    exact_in_ = low;
+    exact_version_ = version();
+  }
+  bool values_exact_in(DType low) const { return exact_in_ == low && exact_version_ == version(); }
+
  private:
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
   std::atomic<uint64_t> version_{0};
+  DType exact_in_ = DType::F32;  // F32: no 16-bit format recorded
+  uint64_t exact_version_ = 0;
 };
 
 using Storage = std::shared_ptr<StorageImpl>;
