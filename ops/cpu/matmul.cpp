@@ -22,8 +22,11 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <vector>
 
+#include "lsformer/engine/autocast.h"
+#include "lsformer/ops/cpu/gemm_bf16.h"
 #include "lsformer/ops/cpu/loops.h"
 #include "lsformer/ops/cpu/simd.h"
 #include "lsformer/ops/cpu/skinny_gemm.h"
@@ -74,23 +77,42 @@ void gemv_row(bool ta, bool tb, int n, int k, double alpha, const double* a, int
 // One product: a matrix-vector product for a single row, the skinny kernel when K and N are
 // small and M is not (OpenBLAS's packing and separate clearing pass dominate there), else
 // OpenBLAS.
+// bf16: the operands' values came from bf16 (bf16_operands below), so the product may run on the
+// bf16 kernel, which checks them as it packs them and declines if one is not exact in bf16.
 void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda,
-          const float* b, int ldb, float beta, float* c, int ldc) {
+          const float* b, int ldb, float beta, float* c, int ldc, bool bf16) {
   if (m == 1) return gemv_row(ta, tb, n, k, alpha, a, lda, b, ldb, beta, c);
+  if (bf16 && gemm_bf16_pays(m, n, k) &&
+      gemm_bf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
+    return;
   if (skinny_gemm_applies(m, n, k)) return skinny_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
               k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 void gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double* a, int lda,
-          const double* b, int ldb, double beta, double* c, int ldc) {
+          const double* b, int ldb, double beta, double* c, int ldc, bool /*bf16: f32 only*/) {
   if (m == 1) return gemv_row(ta, tb, n, k, alpha, a, lda, b, ldb, beta, c);
   if (skinny_gemm_applies(m, n, k)) return skinny_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
               k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+// Whether a product of these f32 tensors may run on the bf16 kernel: every operand's values
+// came from bf16 (engine/storage.h's hint; the kernel checks the values) and the kernel runs here.
+bool bf16_operands(std::initializer_list<const Tensor*> operands) {
+  if (!gemm_bf16_available()) return false;
+  for (const Tensor* t : operands)
+    if (!t->defined() || t->dtype() != DType::F32 || !t->storage()->values_exact_in(DType::BF16)) return false;
+  return true;
+}
+bool bf16_operands(const TensorList& operands) {
+  for (const Tensor& t : operands)
+    if (!bf16_operands({&t})) return false;
+  return true;
+}
+
 template <typename T>
-void run(Problem& p, T alpha, T beta) {
+void run(Problem& p, T alpha, T beta, bool bf16) {
   const gemm::Layouts layouts = gemm::checked_layouts(p, "BLAS");
   const Layout &la = layouts.a, &lb = layouts.b, &lc = layouts.c;
 
@@ -119,7 +141,7 @@ void run(Problem& p, T alpha, T beta) {
   auto product_into = [&](int64_t o, T* c, int ld, T beta0, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r)
       gemm(la.trans, lb.trans, M, N, K, alpha, A + outs.a[o] + reds.a[r], lda, B + outs.b[o] + reds.b[r],
-           ldb, r == r0 ? beta0 : T(1), c, ld);
+           ldb, r == r0 ? beta0 : T(1), c, ld, bf16);
   };
 
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
@@ -177,7 +199,7 @@ void run(Problem& p, T alpha, T beta) {
     sum_partials(k_parts, [&](int64_t t, T* buffer) {
       const int64_t k0 = K * t / k_parts, k1 = K * (t + 1) / k_parts;
       gemm(la.trans, lb.trans, M, N, int(k1 - k0), alpha, A + outs.a[0] + reds.a[0] + k0 * p.a.cs, lda,
-           B + outs.b[0] + reds.b[0] + k0 * p.b.rs, ldb, T(0), buffer, N);
+           B + outs.b[0] + reds.b[0] + k0 * p.b.rs, ldb, T(0), buffer, N, bf16);
     });
   } else {
     // Large GEMMs (or a single one): one after the other, each on all of OpenBLAS's threads.
@@ -213,7 +235,8 @@ void gemm_cpu(const Tensor& c, const Tensor& a, const Tensor& b, double alpha, d
   describe(p.a, a);
   describe(p.b, b);
   describe(p.c, c);
-  dispatch_float(c.dtype(), "matmul", [&]<typename T>() { run<T>(p, T(alpha), T(beta)); });
+  const bool bf16 = bf16_operands({&a, &b});
+  dispatch_float(c.dtype(), "matmul", [&]<typename T>() { run<T>(p, T(alpha), T(beta), bf16); });
 }
 
 // b(k, j) = weight[j, k] (the forward's weightᵀ: transposed for a row-major weight) or
@@ -247,7 +270,8 @@ void linear_forward_cpu(const Tensor& y, const Tensor& x, const Tensor& weight, 
     const T* X = x.data_ptr<T>();
     const T* W = weight.data_ptr<T>();
     const T* b = bias.data_ptr<T>();
-    if (K <= kSkinnyMaxK && skinny_gemm_applies(M, N, K)) {  // (it takes K ≥ 1 only)
+    // (Operands from bf16 go to gemm_cpu's bf16 kernel instead, where it pays.)
+    if (K <= kSkinnyMaxK && skinny_gemm_applies(M, N, K) && !(gemm_bf16_pays(M, N, K) && bf16_operands({&x, &weight}))) {
       skinny_gemm(false, tb, M, N, K, T(1), X, x.stride(0), W, ldb, T(0), Y, N, b);
       return;
     }
@@ -300,6 +324,9 @@ bool linears_weight_grad_cpu(const TensorList& dws, const TensorList& dbs, const
     if (!weight_grad_fuses(dw, db, x, dy)) return false;
   }
   const int64_t rows = x.size(0), K = x.size(1), layers = int64_t(dws.size());
+  if (bf16_operands({&x}) && bf16_operands(dys))  // gemm_cpu's bf16 kernel instead, where it pays
+    for (const Tensor& dy : dys)
+      if (gemm_bf16_pays(dy.size(1), K, rows)) return false;
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(threads, rows / kMinSplitK));
   // Per part, every layer's dW buffer and column sums, at these offsets.
@@ -389,6 +416,9 @@ bool linears_forward_cpu(const TensorList& ys, const Tensor& x, const TensorList
                          (K <= 1 || x.stride(1) == 1);
     if (!dtypes || !layouts || K > kSkinnyMaxK || !skinny_gemm_applies(M, y.size(1), K)) return false;
   }
+  if (bf16_operands({&x}) && bf16_operands(weights))  // gemm_cpu's bf16 kernel instead, where it pays
+    for (const Tensor& y : ys)
+      if (gemm_bf16_pays(M, y.size(1), K)) return false;
   dispatch_float(x.dtype(), "linears", [&]<typename T>() {
     std::vector<SkinnyProduct<T>> products;
     for (size_t i = 0; i < ys.size(); ++i) {
@@ -428,6 +458,9 @@ bool linears_input_grad_cpu(const Tensor& dx, const TensorList& dys, const Tenso
     const bool layouts = (K <= 1 || dx.stride(1) == 1) && (N <= 1 || dy.stride(1) == 1) && is_gemm_operand(w);
     if (!dtypes || !layouts || N > kSkinnyMaxK || !skinny_gemm_applies(M, K, N)) return false;
   }
+  if (bf16_operands(dys) && bf16_operands(weights))  // gemm_cpu's bf16 kernel instead, where it pays
+    for (const Tensor& dy : dys)
+      if (gemm_bf16_pays(M, K, dy.size(1))) return false;
   dispatch_float(dx.dtype(), "linears backward", [&]<typename T>() {
     std::vector<SkinnyProduct<T>> products;
     for (size_t i = 0; i < dys.size(); ++i) {
