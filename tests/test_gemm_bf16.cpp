@@ -264,19 +264,19 @@ void check_bf16_close(const lsf::Tensor& got, const lsf::Tensor& want, int64_t K
 TEST_CASE("autocast's Linear takes the bf16 products where the CPU has them, forward and backward", "[matmul][bf16][routing]") {
   using namespace lsf;
   manual_seed(11);
-  // 256 rows of 160 features into 144: every product pays for the kernel (gemm_bf16_pays).
-  REQUIRE(lsf::cpu::gemm_bf16_pays(256, 144, 160));
-  REQUIRE(lsf::cpu::gemm_bf16_pays(256, 160, 144));
-  REQUIRE(lsf::cpu::gemm_bf16_pays(144, 160, 256));
-  const Tensor x = randn({2, 128, 160}), w = mul(randn({144, 160}), 0.1), b = randn({144}), probe = randn({2, 128, 144});
+  // 256 rows of 320 features into 288: every product pays for the kernel (gemm_bf16_pays).
+  REQUIRE(lsf::cpu::gemm_bf16_pays(256, 288, 320));
+  REQUIRE(lsf::cpu::gemm_bf16_pays(256, 320, 288));
+  REQUIRE(lsf::cpu::gemm_bf16_pays(288, 320, 256));
+  const Tensor x = randn({2, 128, 320}), w = mul(randn({288, 320}), 0.1), b = randn({288}), probe = randn({2, 128, 288});
   const LinearRun with = autocast_linear(x, w, b, probe);
   set_cpu_bf16_products(false);
   const LinearRun without = autocast_linear(x, w, b, probe);
   set_cpu_bf16_products(true);
   // Largest |term| of each product: |x|·|w| (forward), |dy|·|w| (dx), |dy|·|x| (dw); dy = probe.
   auto max_abs = [](const Tensor& t) { return t.abs().max().item<double>(); };
-  check_bf16_close(with.y, without.y, 160, max_abs(x) * max_abs(w), "y");
-  check_bf16_close(with.dx, without.dx, 144, max_abs(probe) * max_abs(w), "dx");
+  check_bf16_close(with.y, without.y, 320, max_abs(x) * max_abs(w), "y");
+  check_bf16_close(with.dx, without.dx, 288, max_abs(probe) * max_abs(w), "dx");
   check_bf16_close(with.dw, without.dw, 256, max_abs(probe) * max_abs(x), "dw");
   // The bias gradient is a sum, not a product: the same bits either way.
   REQUIRE(same_bits(with.db, without.db));
@@ -289,8 +289,9 @@ TEST_CASE("autocast's Linear takes the bf16 products where the CPU has them, for
 TEST_CASE("a product whose operands are marked bf16 but hold other values runs in f32", "[matmul][bf16][routing]") {
   using namespace lsf;
   manual_seed(12);
-  // 128 × 256 · 256 × 192: a product that pays for the kernel.
-  Tensor a = randn({128, 256}).to(kBF16).to(kF32), b = randn({256, 192}).to(kBF16).to(kF32);
+  // 128 × 256 · 256 × 320: a product that pays for the kernel.
+  REQUIRE(lsf::cpu::gemm_bf16_pays(128, 320, 256));
+  Tensor a = randn({128, 256}).to(kBF16).to(kF32), b = randn({256, 320}).to(kBF16).to(kF32);
   // Written through a raw pointer: the version does not move, the mark stays, the value is f32.
   a.data_ptr<float>()[5] = 1.0f + 0x1p-20f;
   REQUIRE(a.storage()->values_exact_in(kBF16));

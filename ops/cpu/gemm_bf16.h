@@ -13,6 +13,8 @@
 
 #include <cstdint>
 
+#include "lsformer/ops/cpu/skinny_gemm.h"
+
 namespace lsf::cpu {
 
 // Whether this CPU runs the kernel: AVX512_BF16 at the x86-64-v4 level, and the level not
@@ -21,12 +23,13 @@ namespace lsf::cpu {
 bool gemm_bf16_available();
 
 // Whether a product of this size gains from the kernel: packing both operands costs about
-// m·k + k·n word moves and a parallel region, so small or skinny products (the LRA quickstart's
-// 64-wide layers on a few thousand tokens) run faster on the f32 kernels (ops/cpu/skinny_gemm.h)
-// than packed here; the thresholds are where the kernel measured faster on a Zen 4
-// (bench/RESULTS.md, "bf16 products on the CPU").
+// m·k + k·n word moves and a parallel region, so small products, and the narrow ones that the
+// f32 skinny kernel reads in place (ops/cpu/skinny_gemm.h: the LRA layer's 64-wide products at
+// ~200 GFLOP/s on two Zen 4 cores, 1.1-2.2x faster than packed here), stay in f32. Measured
+// with bench/bench_gemm_bf16 (bench/RESULTS.md, "bf16 products on the CPU").
 inline bool gemm_bf16_pays(int64_t m, int64_t n, int64_t k) {
-  return m >= 64 && n >= 64 && k >= 32 && m * n * k >= (int64_t(1) << 22);
+  if (m < 64 || n < 64 || k < 32 || m * n * k < (int64_t(1) << 22)) return false;
+  return !skinny_gemm_applies(m, n, k) || (n >= 256 && k >= 256);
 }
 
 // c [m × n] = alpha · op(a) · op(b) + beta · c, row-major c (row stride ldc); op(a) [m × k] is
