@@ -301,3 +301,31 @@ TEST_CASE("a product whose operands are marked bf16 but hold other values runs i
   set_cpu_bf16_products(true);
   REQUIRE(same_bits(with, without));  // the kernel declined: OpenBLAS's bits
 }
+
+TEST_CASE("autocast's conv2d takes the bf16 products where the CPU has them, forward and backward", "[matmul][bf16][routing]") {
+  using namespace lsf;
+  manual_seed(13);
+  // 3 × 3, 32 → 64 channels on 24 × 24: the GEMMs (64 × 576 × 288 forward, 64 × 288 × 576 for
+  // the weight, 288 × 576 × 64 for the input's columns) all pay for the kernel.
+  REQUIRE(lsf::cpu::gemm_bf16_pays(64, 576, 288));
+  REQUIRE(lsf::cpu::gemm_bf16_pays(64, 288, 576));
+  REQUIRE(lsf::cpu::gemm_bf16_pays(288, 576, 64));
+  const Tensor x0 = randn({2, 32, 24, 24}), w0 = mul(randn({64, 32, 3, 3}), 0.1), probe = randn({2, 64, 24, 24});
+  auto run = [&](bool products) {
+    set_cpu_bf16_products(products);
+    Tensor x = x0.detach().requires_grad_(true), w = w0.detach().requires_grad_(true), y;
+    {
+      AutocastGuard autocast(kBF16);
+      y = conv2d(x, w, Tensor(), {.padding = 1});
+    }
+    sum(mul(y, probe)).backward();
+    set_cpu_bf16_products(true);
+    return LinearRun{y.detach(), x.grad(), w.grad(), Tensor()};
+  };
+  const LinearRun with = run(true), without = run(false);
+  auto max_abs = [](const Tensor& t) { return t.abs().max().item<double>(); };
+  // Contractions: 288 taps (forward), 64 output channels (dx's columns), 2 · 576 positions (dw).
+  check_bf16_close(with.y, without.y, 288, max_abs(x0) * max_abs(w0), "y");
+  check_bf16_close(with.dx, without.dx, 64 * 9, max_abs(probe) * max_abs(w0), "dx");
+  check_bf16_close(with.dw, without.dw, 2 * 576, max_abs(probe) * max_abs(x0), "dw");
+}

@@ -42,6 +42,7 @@
 
 #include "lsformer/ops/conv.h"
 #include "lsformer/ops/kernels/conv.h"
+#include "lsformer/ops/cpu/gemm_bf16.h"
 #include "lsformer/ops/cpu/loops.h"
 #include "lsformer/ops/cpu/simd.h"
 #include "lsformer/ops/factory.h"
@@ -74,6 +75,7 @@ struct Geometry {
   int64_t sh, sw, ph, pw, dh, dw;
   int64_t Ho, Wo;           // output
   int64_t tile_rows = 0;    // output rows per column tile (set by plan_tiles)
+  bool bf16 = false;        // the operands came from bf16: the GEMMs may run on ops/cpu/gemm_bf16
   int64_t kk() const { return kH * kW; }
   int64_t K() const { return Cg * kk(); }  // rows of one group's col matrix
   int64_t L() const { return Ho * Wo; }    // columns: output positions
@@ -362,13 +364,16 @@ LSF_SIMD_CLONES void wide_depthwise_backward(const Geometry& g, const T* xpad, c
     }
 }
 
+// bf16: the operands came from bf16 (Geometry::bf16), so the product may run on the bf16 kernel,
+// which checks them and declines if one is not exact in bf16.
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc, bool bf16) {
+  if (bf16 && gemm_bf16_pays(m, n, k) && gemm_bf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n),
               int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
 }
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
-          const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+          const double* b, int64_t ldb, double beta, double* c, int64_t ldc, bool /*bf16: f32 only*/) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n),
               int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
 }
@@ -433,13 +438,13 @@ void forward_item(const Geometry& g, const T* x, const T* w, const T* bias, T* y
   const T beta = T(bias != nullptr ? 1 : 0);
   const T* wg = w + gi * g.Og * K;
   if (g.direct()) {
-    gemm(false, false, g.Og, L, K, T(1), wg, K, x + (n * g.C + gi * g.Cg) * g.H * g.W, L, beta, yg, L);
+    gemm(false, false, g.Og, L, K, T(1), wg, K, x + (n * g.C + gi * g.Cg) * g.H * g.W, L, beta, yg, L, g.bf16);
     return;
   }
   for (int64_t oh0 = 0; oh0 < g.Ho; oh0 += g.tile_rows) {
     const int64_t oh1 = std::min(g.Ho, oh0 + g.tile_rows), Lt = (oh1 - oh0) * g.Wo;
     col_tile(g, x, n, gi, oh0, oh1, buf, parallel);
-    gemm(false, false, g.Og, Lt, K, T(1), wg, K, buf, Lt, beta, yg + oh0 * g.Wo, L);
+    gemm(false, false, g.Og, Lt, K, T(1), wg, K, buf, Lt, beta, yg + oh0 * g.Wo, L, g.bf16);
   }
 }
 
@@ -465,8 +470,10 @@ void run_forward(Geometry g, const T* xp, const T* wp, const T* bp, T* yp, const
 
 template <typename T>
 void forward(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dOptions& o) {
-  run_forward<T>(make_geometry(x.shape(), weight.shape(), o), x.data_ptr<T>(), weight.data_ptr<T>(),
-                 bias.defined() ? bias.data_ptr<T>() : nullptr, y.data_ptr<T>(), x.options());
+  Geometry g = make_geometry(x.shape(), weight.shape(), o);
+  g.bf16 = bf16_operands({&x, &weight});
+  run_forward<T>(g, x.data_ptr<T>(), weight.data_ptr<T>(), bias.defined() ? bias.data_ptr<T>() : nullptr,
+                 y.data_ptr<T>(), x.options());
 }
 
 // dbias[o] = Σ over n and output positions of dy[n, o, ·], summed in double.
@@ -525,12 +532,12 @@ void backward_item(const Geometry& g, const T* x, const T* w, const T* dy, T* dw
   if (dw_acc != nullptr) {
     T* dwg = dw_acc + gi * g.Og * K;
     if (g.direct()) {
-      gemm(false, true, g.Og, K, L, T(1), dyg, L, x + (n * g.C + gi * g.Cg) * HW, L, T(1), dwg, K);
+      gemm(false, true, g.Og, K, L, T(1), dyg, L, x + (n * g.C + gi * g.Cg) * HW, L, T(1), dwg, K, g.bf16);
     } else {
       for (int64_t oh0 = 0; oh0 < g.Ho; oh0 += g.tile_rows) {
         const int64_t oh1 = std::min(g.Ho, oh0 + g.tile_rows), Lt = (oh1 - oh0) * g.Wo;
         col_tile(g, x, n, gi, oh0, oh1, buf, parallel);
-        gemm(false, true, g.Og, K, Lt, T(1), dyg + oh0 * g.Wo, L, buf, Lt, T(1), dwg, K);
+        gemm(false, true, g.Og, K, Lt, T(1), dyg + oh0 * g.Wo, L, buf, Lt, T(1), dwg, K, g.bf16);
       }
     }
   }
@@ -538,13 +545,13 @@ void backward_item(const Geometry& g, const T* x, const T* w, const T* dy, T* dw
     T* dxg = dx + (n * g.C + gi * g.Cg) * HW;
     const T* wg = w + gi * g.Og * K;
     if (g.direct()) {  // dcol is dx[n, g] itself
-      gemm(true, false, K, L, g.Og, T(1), wg, K, dyg, L, T(0), dxg, L);
+      gemm(true, false, K, L, g.Og, T(1), wg, K, dyg, L, T(0), dxg, L, g.bf16);
       return;
     }
     std::fill(dxg, dxg + g.Cg * HW, T(0));
     for (int64_t oh0 = 0; oh0 < g.Ho; oh0 += g.tile_rows) {
       const int64_t oh1 = std::min(g.Ho, oh0 + g.tile_rows), Lt = (oh1 - oh0) * g.Wo;
-      gemm(true, false, K, Lt, g.Og, T(1), wg, K, dyg + oh0 * g.Wo, L, T(0), buf, Lt);
+      gemm(true, false, K, Lt, g.Og, T(1), wg, K, dyg + oh0 * g.Wo, L, T(0), buf, Lt, g.bf16);
       const int64_t plane = g.kk() * Lt;
       if (parallel && g.Cg > 1 && g.Cg * plane >= kParallelGrain) {
 #pragma omp parallel for schedule(static)
@@ -578,6 +585,8 @@ void backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, cons
   const Shape& xs = dx.defined() ? dx.shape() : x.shape();
   const Shape& ws = dweight.defined() ? dweight.shape() : weight.shape();
   Geometry g = make_geometry(xs, ws, o);
+  // dweight's products read dy and x, dx's dy and the weight.
+  g.bf16 = bf16_operands({&dy}) && (!dweight.defined() || bf16_operands({&x})) && (!dx.defined() || bf16_operands({&weight}));
   const T* dyp = dy.data_ptr<T>();
   T* dxp = dx.defined() ? dx.data_ptr<T>() : nullptr;
   if (dxp != nullptr && g.transposed_dx()) {

@@ -50,69 +50,138 @@ constexpr int64_t kParallelMultiplyAdds = int64_t(1) << 21;  // below this, one 
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// The pair word of two f32 values given as bits: x0's bf16 in the low half, x1's in the high.
-// bad collects the bits that make the pair unusable: a nonzero low half (not exact in bf16) or
-// a subnormal (zero exponent, nonzero value).
-[[gnu::always_inline]] inline uint32_t pair_word(uint32_t x0, uint32_t x1, uint32_t& bad) {
-  bad |= (x0 | x1) & 0xFFFFu;
-  bad |= uint32_t((x0 & 0x7F800000u) == 0 && (x0 & 0x7FFFFFFFu) != 0);
-  bad |= uint32_t((x1 & 0x7F800000u) == 0 && (x1 & 0x7FFFFFFFu) != 0);
-  return (x0 >> 16) | (x1 & 0xFFFF0000u);
+// The check of packed values: a nonzero low half (the value is not exact in bf16) or a
+// subnormal (zero exponent, nonzero value: VDPBF16PS would read it as 0) makes the GEMM decline.
+struct Check {
+  __m512i low_bits;  // OR of every value's low half
+  __mmask16 subnormal;
+};
+
+LSF_BF16_TARGET inline void check(Check& c, __m512i x) {
+  c.low_bits = _mm512_or_si512(c.low_bits, _mm512_and_si512(x, _mm512_set1_epi32(0xFFFF)));
+  const __mmask16 nonzero = _mm512_test_epi32_mask(x, _mm512_set1_epi32(0x7FFFFFFF));
+  c.subnormal |= _mm512_mask_testn_epi32_mask(nonzero, x, _mm512_set1_epi32(0x7F800000));
 }
+
+LSF_BF16_TARGET inline bool failed(const Check& c) {
+  return c.subnormal != 0 || _mm512_test_epi32_mask(c.low_bits, c.low_bits) != 0;
+}
+
+// 16 pair words from 16 lanes of two rows of memory: x0's bf16 in each word's low half, x1's in
+// the high half.
+LSF_BF16_TARGET inline __m512i words_across(__m512i x0, __m512i x1, Check& c) {
+  check(c, x0);
+  check(c, x1);
+  return _mm512_or_si512(_mm512_maskz_srli_epi32(__mmask16(0xFFFF), x0, 16),  // (maskz: GCC 12 warns on srli's undefined source)
+                         _mm512_and_si512(x1, _mm512_set1_epi32(int(0xFFFF0000u))));
+}
+
+// 16 pair words of 32 consecutive values (at most `count` of them read, the rest 0): word p
+// holds values 2p and 2p + 1, i.e. the high halves of the 32 values in order.
+LSF_BF16_TARGET inline __m512i words_along(const float* x, int64_t count, Check& c) {
+  __m512i v0, v1;
+  if (count >= 32) {
+    v0 = _mm512_loadu_si512(x);
+    v1 = _mm512_loadu_si512(x + 16);
+  } else {
+    const auto mask = [](int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1); };
+    v0 = _mm512_maskz_loadu_epi32(mask(count), x);
+    v1 = _mm512_maskz_loadu_epi32(mask(count - 16), x + 16);
+  }
+  check(c, v0);
+  check(c, v1);
+  const __m512i odd_halves = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27,
+                                              25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  return _mm512_permutex2var_epi16(v0, odd_halves, v1);
+}
+
+// Pairs a task of pack_across packs.
+constexpr int64_t kAcrossPairs = 16;
 
 // Lines whose k runs across rows of memory (a with ta, b without tb): pair p of line x is
-// (src[2p·ld + x], src[(2p+1)·ld + x]). Writes pairs [p0, p1) of lines [0, lines) into dst, the
-// lines grouped by `group` (kRows or kCols): dst[(x / group)·pairs·group + p·group + x % group];
-// a group's lines past `lines` are 0. tmp: lines words of scratch.
-LSF_BF16_TARGET uint32_t pack_across(const float* src, int64_t ld, int64_t k, int64_t lines, int64_t p0, int64_t p1,
-                                     int64_t group, int64_t pairs, uint32_t* dst, uint32_t* tmp) {
-  uint32_t bad = 0;
-  const int64_t groups = ceil_div(lines, group);
+// (src[2p·ld + x], src[(2p+1)·ld + x]). Writes pairs [p0, p1) (at most kAcrossPairs) of every
+// line into dst, the lines grouped by `group` (kRows or kCols): dst[(x / group)·pairs·group +
+// p·group + x % group]; a group's lines past `lines` are 0. The task's rows of memory are read
+// whole, into tmp (kAcrossPairs · lines_padded words, lines_padded = lines rounded up to a
+// multiple of 16 and of group), then each group's words of the task's pairs are written as one
+// run: reading narrow bands of many rows, or writing one pair's words into every group, ran
+// 2-4x slower.
+LSF_BF16_TARGET bool pack_across(const float* src, int64_t ld, int64_t k, int64_t lines, int64_t lines_padded,
+                                 int64_t p0, int64_t p1, int64_t group, int64_t pairs, uint32_t* dst, uint32_t* tmp) {
+  Check c{_mm512_setzero_si512(), 0};
   for (int64_t p = p0; p < p1; ++p) {
-    const uint32_t* r0 = reinterpret_cast<const uint32_t*>(src + 2 * p * ld);
-    if (2 * p + 1 < k) {
-      const uint32_t* r1 = reinterpret_cast<const uint32_t*>(src + (2 * p + 1) * ld);
-      for (int64_t x = 0; x < lines; ++x) tmp[x] = pair_word(r0[x], r1[x], bad);
-    } else {
-      for (int64_t x = 0; x < lines; ++x) tmp[x] = pair_word(r0[x], 0u, bad);
-    }
-    for (int64_t g = 0; g < groups; ++g) {
-      uint32_t* out = dst + g * pairs * group + p * group;
-      const int64_t have = std::min(group, lines - g * group);
-      std::memcpy(out, tmp + g * group, size_t(have) * sizeof(uint32_t));
-      std::fill(out + have, out + group, 0u);
+    const float* r0 = src + 2 * p * ld;
+    const float* r1 = 2 * p + 1 < k ? src + (2 * p + 1) * ld : nullptr;
+    uint32_t* words = tmp + (p - p0) * lines_padded;
+    for (int64_t x = 0; x < lines_padded; x += 16) {
+      const int64_t left = lines - x;
+      const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
+      const __m512i v0 = _mm512_maskz_loadu_epi32(m, r0 + x);  // (masked lanes never fault)
+      const __m512i v1 = r1 ? _mm512_maskz_loadu_epi32(m, r1 + x) : _mm512_setzero_si512();
+      _mm512_storeu_si512(words + x, words_across(v0, v1, c));
     }
   }
-  return bad;
+  const __mmask16 first = group >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << group) - 1);
+  for (int64_t g = 0; g * group < lines; ++g) {
+    uint32_t* out = dst + g * pairs * group + p0 * group;
+    for (int64_t p = p0; p < p1; ++p) {  // group words: kRows = 12 (one masked vector) or kCols = 32 (two)
+      const uint32_t* in = tmp + (p - p0) * lines_padded + g * group;
+      uint32_t* o = out + (p - p0) * group;
+      _mm512_mask_storeu_epi32(o, first, _mm512_maskz_loadu_epi32(first, in));
+      if (group == kCols) _mm512_storeu_si512(o + 16, _mm512_loadu_si512(in + 16));
+    }
+  }
+  return !failed(c);
 }
 
-// Lines whose k runs along a row of memory (a without ta, b with tb): pair p of line x is
-// (src[x·ld + 2p], src[x·ld + 2p + 1]). Writes every pair of the lines of groups [g0, g1) into
-// dst as pack_across does. tmp: group · pairs words of scratch.
-LSF_BF16_TARGET uint32_t pack_along(const float* src, int64_t ld, int64_t k, int64_t lines, int64_t g0, int64_t g1,
-                                    int64_t group, int64_t pairs, uint32_t* dst, uint32_t* tmp) {
-  uint32_t bad = 0;
-  const int64_t whole = k / 2;  // pairs without padding
-  for (int64_t g = g0; g < g1; ++g) {
-    const int64_t have = std::min(group, lines - g * group);
-    for (int64_t r = 0; r < have; ++r) {
-      const uint32_t* row = reinterpret_cast<const uint32_t*>(src + (g * group + r) * ld);
-      uint32_t* t = tmp + r * pairs;
-      for (int64_t p = 0; p < whole; ++p) t[p] = pair_word(row[2 * p], row[2 * p + 1], bad);
-      if (whole < pairs) t[whole] = pair_word(row[2 * whole], 0u, bad);
-    }
-    uint32_t* out = dst + g * pairs * group;
-    for (int64_t p = 0; p < pairs; ++p) {
-      for (int64_t r = 0; r < have; ++r) out[p * group + r] = tmp[r * pairs + p];
-      for (int64_t r = have; r < group; ++r) out[p * group + r] = 0u;
+// a without ta (k along its rows of memory), one strip of kRows rows [i0, i0 + kRows) into the
+// row-major strip layout: block b of kBlockPairs pairs is kRows rows of kBlockPairs words,
+// dst[b·kRows·kBlockPairs + r·kBlockPairs + (p mod kBlockPairs)]; rows past m are 0.
+LSF_BF16_TARGET bool pack_rows_along(const float* src, int64_t ld, int64_t k, int64_t m, int64_t i0, int64_t pairs,
+                                     uint32_t* dst) {
+  Check c{_mm512_setzero_si512(), 0};
+  const int64_t blocks = ceil_div(pairs, kBlockPairs);
+  for (int64_t r = 0; r < kRows; ++r) {
+    const float* row = i0 + r < m ? src + (i0 + r) * ld : nullptr;
+    for (int64_t b = 0; b < blocks; ++b) {
+      uint32_t* out = dst + (b * kRows + r) * kBlockPairs;
+      const int64_t q1 = std::min(kBlockPairs, pairs - b * kBlockPairs);
+      for (int64_t q = 0; q < q1; q += 16) {
+        const int64_t k0 = 2 * (b * kBlockPairs + q);
+        const __m512i w = row ? words_along(row + k0, k - k0, c) : _mm512_setzero_si512();
+        _mm512_storeu_si512(out + q, w);
+      }
     }
   }
-  return bad;
+  return !failed(c);
+}
+
+// b with tb (k along its rows of memory: b is stored [n × k]), one panel of kCols columns
+// [j0, j0 + kCols) into the panel layout dst[p·kCols + (j − j0)]; columns past n are 0.
+LSF_BF16_TARGET bool pack_cols_along(const float* src, int64_t ld, int64_t k, int64_t n, int64_t j0, int64_t pairs,
+                                     uint32_t* dst) {
+  Check c{_mm512_setzero_si512(), 0};
+  alignas(64) uint32_t words[16];
+  for (int64_t j = 0; j < kCols; ++j) {
+    const float* row = j0 + j < n ? src + (j0 + j) * ld : nullptr;
+    for (int64_t q = 0; q < pairs; q += 16) {
+      const int64_t have = std::min<int64_t>(16, pairs - q);
+      if (row == nullptr) {
+        for (int64_t t = 0; t < have; ++t) dst[(q + t) * kCols + j] = 0u;
+        continue;
+      }
+      _mm512_store_si512(words, words_along(row + 2 * q, k - 2 * q, c));
+      for (int64_t t = 0; t < have; ++t) dst[(q + t) * kCols + j] = words[t];
+    }
+  }
+  return !failed(c);
 }
 
 // c block [rows × cols] (rows ≤ kRows, cols ≤ kCols; row stride ldc) = (first ? beta·c : c) +
-// alpha · Σ over `count` pairs of the strip's and panel's words (a: kRows words per pair, b:
-// kCols words per pair). beta = 0 on the first block never reads c.
+// alpha · Σ over `count` pairs of the strip's and panel's words (b: kCols words per pair; a:
+// row r's word of pair p at a[r·kBlockPairs + p] (RowMajorA) or a[p·kRows + r]). beta = 0 on the
+// first block never reads c.
+template <bool RowMajorA>
 LSF_BF16_TARGET void micro_kernel(int64_t count, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc,
                                   int64_t rows, int64_t cols, float alpha, float beta, bool first) {
   __m512 acc[kRows][2];
@@ -121,10 +190,10 @@ LSF_BF16_TARGET void micro_kernel(int64_t count, const uint32_t* a, const uint32
   for (int64_t p = 0; p < count; ++p) {
     const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b + p * kCols);
     const __m512bh b1 = (__m512bh)_mm512_loadu_si512(b + p * kCols + 16);
-    const uint32_t* ap = a + p * kRows;
 #pragma GCC unroll 12
     for (int r = 0; r < kRows; ++r) {
-      const __m512bh x = (__m512bh)_mm512_set1_epi32(int(ap[r]));
+      const uint32_t word = RowMajorA ? a[r * kBlockPairs + p] : a[p * kRows + r];
+      const __m512bh x = (__m512bh)_mm512_set1_epi32(int(word));
       acc[r][0] = _mm512_dpbf16_ps(acc[r][0], x, b0);
       acc[r][1] = _mm512_dpbf16_ps(acc[r][1], x, b1);
     }
@@ -164,9 +233,14 @@ bool gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
                const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (!gemm_bf16_available() || m <= 0 || n <= 0 || k <= 0) return false;
   const int64_t pairs = ceil_div(k, 2), strips = ceil_div(m, kRows), panels = ceil_div(n, kCols);
+  const int64_t blocks = ceil_div(pairs, kBlockPairs);
+  // a's strips: row-major blocks when its k runs along its rows (no transposing while packing),
+  // pair-major when it runs across them (a pair's kRows words come from two rows of memory).
+  const bool row_major_a = !ta;
+  const int64_t strip_words = row_major_a ? blocks * kRows * kBlockPairs : pairs * kRows;
   // Reused across calls (a GEMM inside a parallel region uses its own thread's).
   thread_local std::vector<uint32_t> packed_a, packed_b;
-  if (packed_a.size() < size_t(strips * kRows * pairs)) packed_a.resize(size_t(strips * kRows * pairs));
+  if (packed_a.size() < size_t(strips * strip_words)) packed_a.resize(size_t(strips * strip_words));
   if (packed_b.size() < size_t(panels * kCols * pairs)) packed_b.resize(size_t(panels * kCols * pairs));
   uint32_t* const pa = packed_a.data();
   uint32_t* const pb = packed_b.data();
@@ -174,36 +248,35 @@ bool gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
   const bool nested = omp_in_parallel();
   const int threads = nested ? 1 : omp_get_max_threads();
   const bool parallel = threads > 1 && m * n * k >= kParallelMultiplyAdds;
-  // Units: kUnitRows rows × unit_cols columns of c, enough of them to keep every thread busy.
+  // Units: kUnitRows rows × unit_panels panels of c, enough of them to keep every thread busy.
   const int64_t row_units = ceil_div(m, kUnitRows);
   int64_t col_units = 1;
   if (parallel && row_units < 2 * threads) col_units = std::min(panels, ceil_div(2 * threads, row_units));
   const int64_t unit_panels = ceil_div(panels, col_units);
   col_units = ceil_div(panels, unit_panels);
   const int64_t units = row_units * col_units;
-  uint32_t bad = 0;
+  int bad = 0;
 
 #pragma omp parallel if (parallel)
   {
-    // Packing: a's strips, then b's panels, split over the threads.
-    std::vector<uint32_t> tmp;
-    if (ta) {  // a's k runs down its rows of memory
-      tmp.resize(size_t(m));
+    // Packing, split over the threads; each part reports whether its values were all usable.
+    const int64_t m_padded = ceil_div(m, 48) * 48, n_padded = ceil_div(n, kCols) * kCols;  // (48: 16 and kRows)
+    std::vector<uint32_t> tmp(ta || !tb ? size_t(kAcrossPairs * std::max(m_padded, n_padded)) : 0);
+    if (ta) {
 #pragma omp for schedule(static) reduction(| : bad)
-      for (int64_t p = 0; p < pairs; ++p) bad |= pack_across(a, lda, k, m, p, p + 1, kRows, pairs, pa, tmp.data());
+      for (int64_t p = 0; p < pairs; p += kAcrossPairs)
+        bad |= !pack_across(a, lda, k, m, m_padded, p, std::min(pairs, p + kAcrossPairs), kRows, pairs, pa, tmp.data());
     } else {
-      tmp.resize(size_t(kRows * pairs));
 #pragma omp for schedule(static) reduction(| : bad)
-      for (int64_t g = 0; g < strips; ++g) bad |= pack_along(a, lda, k, m, g, g + 1, kRows, pairs, pa, tmp.data());
+      for (int64_t s = 0; s < strips; ++s) bad |= !pack_rows_along(a, lda, k, m, s * kRows, pairs, pa + s * strip_words);
     }
     if (!tb) {
-      tmp.resize(std::max(tmp.size(), size_t(n)));
 #pragma omp for schedule(static) reduction(| : bad)
-      for (int64_t p = 0; p < pairs; ++p) bad |= pack_across(b, ldb, k, n, p, p + 1, kCols, pairs, pb, tmp.data());
+      for (int64_t p = 0; p < pairs; p += kAcrossPairs)
+        bad |= !pack_across(b, ldb, k, n, n_padded, p, std::min(pairs, p + kAcrossPairs), kCols, pairs, pb, tmp.data());
     } else {
-      tmp.resize(std::max(tmp.size(), size_t(kCols * pairs)));
 #pragma omp for schedule(static) reduction(| : bad)
-      for (int64_t g = 0; g < panels; ++g) bad |= pack_along(b, ldb, k, n, g, g + 1, kCols, pairs, pb, tmp.data());
+      for (int64_t q = 0; q < panels; ++q) bad |= !pack_cols_along(b, ldb, k, n, q * kCols, pairs, pb + q * pairs * kCols);
     }
     // (The reductions end with a barrier: every thread sees the final bad.)
     if (bad == 0) {
@@ -218,8 +291,13 @@ bool gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
             const int64_t j0 = q * kCols, cols = std::min(kCols, n - j0);
             for (int64_t s = s0; s < s1; ++s) {
               const int64_t i0 = s * kRows, rows = std::min(kRows, m - i0);
-              micro_kernel(count, pa + s * pairs * kRows + p0 * kRows, bq, c + i0 * ldc + j0, ldc, rows, cols, alpha,
-                           beta, p0 == 0);
+              float* cs = c + i0 * ldc + j0;
+              if (row_major_a)
+                micro_kernel<true>(count, pa + s * strip_words + (p0 / kBlockPairs) * kRows * kBlockPairs, bq, cs, ldc,
+                                   rows, cols, alpha, beta, p0 == 0);
+              else
+                micro_kernel<false>(count, pa + s * strip_words + p0 * kRows, bq, cs, ldc, rows, cols, alpha, beta,
+                                    p0 == 0);
             }
           }
         }
@@ -238,5 +316,18 @@ bool gemm_bf16(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64
 }
 
 #endif
+
+bool bf16_operands(std::initializer_list<const Tensor*> operands) {
+  if (!gemm_bf16_available()) return false;
+  for (const Tensor* t : operands)
+    if (!t->defined() || t->dtype() != DType::F32 || !t->storage()->values_exact_in(DType::BF16)) return false;
+  return true;
+}
+
+bool bf16_operands(const TensorList& operands) {
+  for (const Tensor& t : operands)
+    if (!bf16_operands({&t})) return false;
+  return true;
+}
 
 }  // namespace lsf::cpu

@@ -12,6 +12,9 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+
+#include "lsformer/engine/tensor.h"
 
 #include "lsformer/ops/cpu/skinny_gemm.h"
 
@@ -21,6 +24,12 @@ namespace lsf::cpu {
 // capped below it by LSF_CPU_VECTOR_LEVEL (ops/cpu/vector_kernels.h), and the products not
 // turned off (lsf::set_cpu_bf16_products, LSF_CPU_BF16_PRODUCTS=0).
 bool gemm_bf16_available();
+
+// Whether a product of these tensors may run on the kernel: it is available, and every operand is
+// f32 with a storage marked exact in bf16 (engine/storage.h: autocast's roundings; the kernel
+// still checks the values).
+bool bf16_operands(std::initializer_list<const Tensor*> operands);
+bool bf16_operands(const TensorList& operands);
 
 // Whether a product of this size gains from the kernel: packing both operands costs about
 // m·k + k·n word moves and a parallel region, so small products, and the narrow ones that the

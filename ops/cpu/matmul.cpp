@@ -97,20 +97,6 @@ void gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double* a, 
               k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-// Whether a product of these f32 tensors may run on the bf16 kernel: every operand's values
-// came from bf16 (engine/storage.h's hint; the kernel checks the values) and the kernel runs here.
-bool bf16_operands(std::initializer_list<const Tensor*> operands) {
-  if (!gemm_bf16_available()) return false;
-  for (const Tensor* t : operands)
-    if (!t->defined() || t->dtype() != DType::F32 || !t->storage()->values_exact_in(DType::BF16)) return false;
-  return true;
-}
-bool bf16_operands(const TensorList& operands) {
-  for (const Tensor& t : operands)
-    if (!bf16_operands({&t})) return false;
-  return true;
-}
-
 template <typename T>
 void run(Problem& p, T alpha, T beta, bool bf16) {
   const gemm::Layouts layouts = gemm::checked_layouts(p, "BLAS");
