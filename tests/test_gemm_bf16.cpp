@@ -227,21 +227,38 @@ bool same_bits(const lsf::Tensor& a, const lsf::Tensor& b) {
   return true;
 }
 
-// y = linear(x, w, b) under bf16 autocast, its loss Σ y·probe, and the gradients of x, w, b.
-struct LinearRun {
+// set_cpu_bf16_products(on) for a scope, restored after it (a failed REQUIRE throws through it).
+class Bf16Products {
+ public:
+  explicit Bf16Products(bool on) : previous_(lsf::cpu_bf16_products()) { lsf::set_cpu_bf16_products(on); }
+  ~Bf16Products() { lsf::set_cpu_bf16_products(previous_); }
+
+ private:
+  bool previous_;
+};
+
+// y = product(x, w, b) under bf16 autocast with the bf16 kernel on or off, and the gradients of
+// Σ y·probe (db undefined without a bias).
+struct ProductRun {
   lsf::Tensor y, dx, dw, db;
 };
-LinearRun autocast_linear(const lsf::Tensor& x0, const lsf::Tensor& w0, const lsf::Tensor& b0, const lsf::Tensor& probe) {
+template <typename Product>
+ProductRun autocast_run(bool kernel, const lsf::Tensor& x0, const lsf::Tensor& w0, const lsf::Tensor& b0,
+                        const lsf::Tensor& probe, Product product) {
   using namespace lsf;
-  Tensor x = x0.detach().requires_grad_(true), w = w0.detach().requires_grad_(true), b = b0.detach().requires_grad_(true);
+  const Bf16Products products(kernel);
+  Tensor x = x0.detach().requires_grad_(true), w = w0.detach().requires_grad_(true), b;
+  if (b0.defined()) b = b0.detach().requires_grad_(true);
   Tensor y;
   {
     AutocastGuard autocast(kBF16);
-    y = linear(x, w, b);
+    y = product(x, w, b);
   }
   sum(mul(y, probe)).backward();
-  return {y.detach(), x.grad(), w.grad(), b.grad()};
+  return {y.detach(), x.grad(), w.grad(), b.defined() ? b.grad() : Tensor()};
 }
+
+double max_abs(const lsf::Tensor& t) { return t.abs().max().item<double>(); }
 
 // Every element of got within one bf16 rounding of want plus the f32 sums' bound: both sides
 // round the same f32 product to bf16 (forward) or take the same bf16-rounded operands (backward);
@@ -269,12 +286,9 @@ TEST_CASE("autocast's Linear takes the bf16 products where the CPU has them, for
   REQUIRE(lsf::cpu::gemm_bf16_pays(256, 320, 288));
   REQUIRE(lsf::cpu::gemm_bf16_pays(288, 320, 256));
   const Tensor x = randn({2, 128, 320}), w = mul(randn({288, 320}), 0.1), b = randn({288}), probe = randn({2, 128, 288});
-  const LinearRun with = autocast_linear(x, w, b, probe);
-  set_cpu_bf16_products(false);
-  const LinearRun without = autocast_linear(x, w, b, probe);
-  set_cpu_bf16_products(true);
+  auto product = [](const Tensor& x, const Tensor& w, const Tensor& b) { return linear(x, w, b); };
+  const ProductRun with = autocast_run(true, x, w, b, probe, product), without = autocast_run(false, x, w, b, probe, product);
   // Largest |term| of each product: |x|·|w| (forward), |dy|·|w| (dx), |dy|·|x| (dw); dy = probe.
-  auto max_abs = [](const Tensor& t) { return t.abs().max().item<double>(); };
   check_bf16_close(with.y, without.y, 320, max_abs(x) * max_abs(w), "y");
   check_bf16_close(with.dx, without.dx, 288, max_abs(probe) * max_abs(w), "dx");
   check_bf16_close(with.dw, without.dw, 256, max_abs(probe) * max_abs(x), "dw");
@@ -296,9 +310,11 @@ TEST_CASE("a product whose operands are marked bf16 but hold other values runs i
   a.data_ptr<float>()[5] = 1.0f + 0x1p-20f;
   REQUIRE(a.storage()->values_exact_in(kBF16));
   const Tensor with = matmul(a, b);
-  set_cpu_bf16_products(false);
-  const Tensor without = matmul(a, b);
-  set_cpu_bf16_products(true);
+  Tensor without;
+  {
+    const Bf16Products off(false);
+    without = matmul(a, b);
+  }
   REQUIRE(same_bits(with, without));  // the kernel declined: OpenBLAS's bits
 }
 
@@ -310,22 +326,12 @@ TEST_CASE("autocast's conv2d takes the bf16 products where the CPU has them, for
   REQUIRE(lsf::cpu::gemm_bf16_pays(64, 576, 288));
   REQUIRE(lsf::cpu::gemm_bf16_pays(64, 288, 576));
   REQUIRE(lsf::cpu::gemm_bf16_pays(288, 576, 64));
-  const Tensor x0 = randn({2, 32, 24, 24}), w0 = mul(randn({64, 32, 3, 3}), 0.1), probe = randn({2, 64, 24, 24});
-  auto run = [&](bool products) {
-    set_cpu_bf16_products(products);
-    Tensor x = x0.detach().requires_grad_(true), w = w0.detach().requires_grad_(true), y;
-    {
-      AutocastGuard autocast(kBF16);
-      y = conv2d(x, w, Tensor(), {.padding = 1});
-    }
-    sum(mul(y, probe)).backward();
-    set_cpu_bf16_products(true);
-    return LinearRun{y.detach(), x.grad(), w.grad(), Tensor()};
-  };
-  const LinearRun with = run(true), without = run(false);
-  auto max_abs = [](const Tensor& t) { return t.abs().max().item<double>(); };
+  const Tensor x = randn({2, 32, 24, 24}), w = mul(randn({64, 32, 3, 3}), 0.1), probe = randn({2, 64, 24, 24});
+  auto product = [](const Tensor& x, const Tensor& w, const Tensor&) { return conv2d(x, w, Tensor(), {.padding = 1}); };
+  const ProductRun with = autocast_run(true, x, w, Tensor(), probe, product),
+                   without = autocast_run(false, x, w, Tensor(), probe, product);
   // Contractions: 288 taps (forward), 64 output channels (dx's columns), 2 · 576 positions (dw).
-  check_bf16_close(with.y, without.y, 288, max_abs(x0) * max_abs(w0), "y");
-  check_bf16_close(with.dx, without.dx, 64 * 9, max_abs(probe) * max_abs(w0), "dx");
-  check_bf16_close(with.dw, without.dw, 2 * 576, max_abs(probe) * max_abs(x0), "dw");
+  check_bf16_close(with.y, without.y, 288, max_abs(x) * max_abs(w), "y");
+  check_bf16_close(with.dx, without.dx, 64 * 9, max_abs(probe) * max_abs(w), "dx");
+  check_bf16_close(with.dw, without.dw, 2 * 576, max_abs(probe) * max_abs(x), "dw");
 }
