@@ -8,10 +8,13 @@
 //    and converts nothing; it also checks that every low half is 0 (the value is exact in bf16)
 //    and that no value is a bf16 subnormal, and the GEMM is refused before c is written if one
 //    is not (the caller runs f32 instead).
-//  * Packed a: strips of kRows rows, within a strip pair after pair, the strip's kRows words of
-//    a pair side by side (what the micro-kernel broadcasts one by one). Packed b: panels of
-//    kCols columns, pair after pair, the panel's kCols words side by side (two vector loads).
-//    Rows past m and columns past n are 0.
+//  * Packed a: strips of kRows rows (the words the micro-kernel broadcasts one by one). When a's
+//    k runs along its rows of memory (no ta), a strip is blocks of kBlockPairs pairs, each the
+//    strip's rows one after the other, so packing copies runs of a row without transposing;
+//    when k runs across them (ta: a weight gradient's dyᵀ), pair after pair with the strip's
+//    kRows words side by side, from whole rows of memory. Packed b: panels of kCols columns,
+//    pair after pair, the panel's kCols words side by side (two vector loads). Rows past m and
+//    columns past n are 0. Packing is vectorised and checks the values with vector masks.
 //  * The micro-kernel keeps a kRows × kCols block of c in 24 vector registers over a run of
 //    kBlockPairs pairs: per pair two loads of b, kRows broadcasts of a, 2·kRows dot products.
 //    The loops around it are Goto's: a block of pairs (b's panel slice, 16 KiB, stays in L1),
@@ -24,7 +27,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "lsformer/engine/autocast.h"

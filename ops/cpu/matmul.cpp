@@ -18,14 +18,14 @@
 //     long K (a weight gradient over every token) splits K over the threads the same way:
 //     OpenBLAS would split only M and N, making every thread stream all of K. Partial sums use
 //     a fixed split, so results are deterministic for a given thread count.
+//  5. Products whose operands both came from bf16 (autocast's roundings) run on the bf16 kernel
+//     (ops/cpu/gemm_bf16.h) where it pays; the grouped linears kernels step aside for them.
 #include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
-#include <initializer_list>
 #include <vector>
 
-#include "lsformer/engine/autocast.h"
 #include "lsformer/ops/cpu/gemm_bf16.h"
 #include "lsformer/ops/cpu/loops.h"
 #include "lsformer/ops/cpu/simd.h"
@@ -77,8 +77,9 @@ void gemv_row(bool ta, bool tb, int n, int k, double alpha, const double* a, int
 // One product: a matrix-vector product for a single row, the skinny kernel when K and N are
 // small and M is not (OpenBLAS's packing and separate clearing pass dominate there), else
 // OpenBLAS.
-// bf16: the operands' values came from bf16 (bf16_operands below), so the product may run on the
-// bf16 kernel, which checks them as it packs them and declines if one is not exact in bf16.
+// bf16: the operands' values came from bf16 (bf16_operands, ops/cpu/gemm_bf16.h), so a product
+// large enough may run on the bf16 kernel, which checks them as it packs them and declines if one
+// is not exact in bf16.
 void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda,
           const float* b, int ldb, float beta, float* c, int ldc, bool bf16) {
   if (m == 1) return gemv_row(ta, tb, n, k, alpha, a, lda, b, ldb, beta, c);
