@@ -12,6 +12,9 @@
 //   - bias_gelu: on a GPU it runs its composition gelu(add(x, bias)) (ops/unary.h).
 //   - linear's fused bias: on a GPU linear runs add(matmul(x, weight.t()), bias) (ops/matmul.h).
 //   - linears' grouped products: on a GPU each layer runs linear's products (ops/matmul.h).
+//   - round_to (autocast's rounding in f32, engine/core_kernels.h): on a GPU autocast makes real
+//     16-bit tensors (to(kBF16)), so nothing calls it there.
+#include "lsformer/engine/core_kernels.h"
 #include "lsformer/engine/device.h"
 #include "lsformer/ops/batch_norm.h"
 #include "lsformer/ops/kernels/batch_norm.h"
@@ -27,6 +30,7 @@
 
 namespace lsf::cuda {
 
+LSF_MARK_UNSUPPORTED(round_to_kernel, DeviceType::CUDA);
 LSF_MARK_UNSUPPORTED(conv2d_forward_kernel, DeviceType::CUDA);
 LSF_MARK_UNSUPPORTED(conv2d_backward_kernel, DeviceType::CUDA);
 LSF_MARK_UNSUPPORTED(batch_norm_forward_kernel, DeviceType::CUDA);
