@@ -2,11 +2,14 @@
 // under autocast equal — forward and gradients, bit for bit on the CPU — to its explicit
 // composition with 16-bit roundings of the operands and the result, f64 and autocast-off calls
 // untouched, and a small LRA model trained under bf16 autocast tracking the f32 run.
+#include <bit>
 #include <functional>
+#include <limits>
 #include <thread>
 
 #include "helpers.h"
 #include "lsformer/engine/autocast.h"
+#include "lsformer/engine/core_kernels.h"
 
 using namespace lsf;
 using Catch::Contains;
@@ -79,6 +82,38 @@ TEST_CASE("AutocastGuard: per thread, nested, restored, only bf16, f16 or f32", 
   CHECK(autocast_dtype() == kF32);
   CHECK_THROWS_WITH(AutocastGuard(kF64), Contains("AutocastGuard: the dtype must be bf16 or f16 (on) or f32 (off), got f64"));
   CHECK_THROWS_WITH(AutocastGuard(kI64), Contains("got i64"));
+}
+
+TEST_CASE("round_to_kernel: the bits of to(low).to(kF32), special values and strided views included", "[autocast]") {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  // Ties either way for bf16 (1 + 2^-8, 1 + 3·2^-8), the largest finite f32 (rounds to inf in
+  // both formats), f16's overflow and subnormals, signed zeros, infinities, a NaN, and 70 random
+  // values (more than a vector's lanes, with a remainder).
+  std::vector<float> specials{1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -(1.0f + 0x1p-8f), 3.4028235e38f, 65520.0f,
+                              0x1p-20f, 0x1p-130f, 0.0f, -0.0f, inf, -inf, nan};
+  Generator g(7);
+  for (float v : values(mul(randn({70}, TensorOptions(kF32), &g), 100.0))) specials.push_back(v);
+  const Tensor src = tensor(specials, {int64_t(specials.size())});
+  // A strided view too: every other element of a [n, 2] tensor's column.
+  const Tensor wide = stack({src, src}, 1), strided = wide.select(1, 1);
+  REQUIRE_FALSE(strided.is_contiguous());
+  for (DType low : {kBF16, kF16})
+    for (const Tensor& x : {src, strided}) {
+      INFO(dtype_name(low) << (x.is_contiguous() ? ", contiguous" : ", strided"));
+      Tensor out = empty(x.shape(), TensorOptions(kF32));
+      round_to_kernel(kCPU, out, x, low);
+      const std::vector<float> got = values(out), want = values(rounded(x.detach(), low));
+      for (size_t i = 0; i < got.size(); ++i) {
+        INFO("element " << i << ": " << specials[i]);
+        if (std::isnan(want[i])) CHECK(std::isnan(got[i]));
+        else CHECK(std::bit_cast<uint32_t>(got[i]) == std::bit_cast<uint32_t>(want[i]));
+      }
+    }
+  // Anything but two f32 tensors of one shape, rounded to bf16 or f16, is an error naming it.
+  Tensor out = empty(src.shape(), TensorOptions(kF32));
+  CHECK_THROWS_WITH(round_to_kernel(kCPU, out, src.to(kF64), kBF16), Contains("expected two f32 tensors"));
+  CHECK_THROWS_WITH(round_to_kernel(kCPU, out, src.narrow(0, 0, 3), kBF16), Contains("of one shape"));
+  CHECK_THROWS_WITH(round_to_kernel(kCPU, out, src, kF64), Contains("must be bf16 or f16"));
 }
 
 TEST_CASE("under autocast the product ops equal their composition with 16-bit roundings", "[autocast]") {
