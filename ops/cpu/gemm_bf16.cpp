@@ -263,7 +263,8 @@ bool gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
   {
     // Packing, split over the threads; each part reports whether its values were all usable.
     const int64_t m_padded = ceil_div(m, 48) * 48, n_padded = ceil_div(n, kCols) * kCols;  // (48: 16 and kRows)
-    std::vector<uint32_t> tmp(ta || !tb ? size_t(kAcrossPairs * std::max(m_padded, n_padded)) : 0);
+    thread_local std::vector<uint32_t> tmp;  // pack_across's rows of words, reused across calls
+    if (ta || !tb) tmp.resize(std::max(tmp.size(), size_t(kAcrossPairs * std::max(m_padded, n_padded))));
     if (ta) {
 #pragma omp for schedule(static) reduction(| : bad)
       for (int64_t p = 0; p < pairs; p += kAcrossPairs)
