@@ -12,10 +12,11 @@
 //
 // Results keep dtype f32, so no other op has to accept 16-bit inputs. On a GPU the products run
 // as 16-bit kernels (f32 accumulation); on the CPU on the rounded values (f32 tensors marked
-// exact in the 16-bit format), matmul, bmm, linear and linears on the bf16 dot-product
-// instruction where the CPU has one (cpu_bf16_products below), everything else in f32, with the
-// same rounding points: the two agree within the 16-bit format's tolerance. The roundings are differentiable casts, whose backward rounds the gradient the same
-// way, so the products' backward also sees 16-bit operands. Only f32 operands are affected (f64
+// exact in the 16-bit format): matmul, bmm, linear, linears and conv2d's GEMMs on the bf16
+// dot-product instruction where the CPU has one (cpu_bf16_products below), everything else in
+// f32, with the same rounding points: the two agree within the 16-bit format's tolerance. The
+// roundings are differentiable casts, whose backward rounds the gradient the same way, so the
+// products' backward also sees 16-bit operands. Only f32 operands are affected (f64
 // runs as f64). The state is per thread, like grad mode.
 #pragma once
 
@@ -33,7 +34,7 @@ DType autocast_dtype();
 inline bool autocast_enabled() { return autocast_dtype() != DType::F32; }
 
 // On the CPU, products whose operands all came from bf16 (as autocast's roundings make them:
-// matmul, bmm, linear and linears, forward and backward) run on the bf16 dot-product
+// matmul, bmm, linear, linears and conv2d, forward and backward) run on the bf16 dot-product
 // instruction where the CPU has it (AVX512_BF16: Cooper Lake, Sapphire Rapids, Zen 4 and later),
 // about twice as fast as f32; the same sums in another order (ops/cpu/gemm_bf16.h). On by
 // default; LSF_CPU_BF16_PRODUCTS=0 in the environment, or set_cpu_bf16_products(false), keeps
