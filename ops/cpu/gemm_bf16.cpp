@@ -52,6 +52,11 @@ constexpr int64_t kParallelMultiplyAdds = int64_t(1) << 21;  // below this, one 
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The mask of a vector's first n of 16 lanes (none for n ≤ 0, all for n ≥ 16).
+inline __mmask16 first_lanes(int64_t n) {
+  return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
+}
+
 // The check of packed values: a nonzero low half (the value is not exact in bf16) or a
 // subnormal (zero exponent, nonzero value: VDPBF16PS would read it as 0) makes the GEMM decline.
 struct Check {
@@ -86,9 +91,8 @@ LSF_BF16_TARGET inline __m512i words_along(const float* x, int64_t count, Check&
     v0 = _mm512_loadu_si512(x);
     v1 = _mm512_loadu_si512(x + 16);
   } else {
-    const auto mask = [](int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1); };
-    v0 = _mm512_maskz_loadu_epi32(mask(count), x);
-    v1 = _mm512_maskz_loadu_epi32(mask(count - 16), x + 16);
+    v0 = _mm512_maskz_loadu_epi32(first_lanes(count), x);
+    v1 = _mm512_maskz_loadu_epi32(first_lanes(count - 16), x + 16);
   }
   check(c, v0);
   check(c, v1);
@@ -116,14 +120,13 @@ LSF_BF16_TARGET bool pack_across(const float* src, int64_t ld, int64_t k, int64_
     const float* r1 = 2 * p + 1 < k ? src + (2 * p + 1) * ld : nullptr;
     uint32_t* words = tmp + (p - p0) * lines_padded;
     for (int64_t x = 0; x < lines_padded; x += 16) {
-      const int64_t left = lines - x;
-      const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
+      const __mmask16 m = first_lanes(lines - x);
       const __m512i v0 = _mm512_maskz_loadu_epi32(m, r0 + x);  // (masked lanes never fault)
       const __m512i v1 = r1 ? _mm512_maskz_loadu_epi32(m, r1 + x) : _mm512_setzero_si512();
       _mm512_storeu_si512(words + x, words_across(v0, v1, c));
     }
   }
-  const __mmask16 first = group >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << group) - 1);
+  const __mmask16 first = first_lanes(group);
   for (int64_t g = 0; g * group < lines; ++g) {
     uint32_t* out = dst + g * pairs * group + p0 * group;
     for (int64_t p = p0; p < p1; ++p) {  // group words: kRows = 12 (one masked vector) or kCols = 32 (two)
@@ -200,8 +203,7 @@ LSF_BF16_TARGET void micro_kernel(int64_t count, const uint32_t* a, const uint32
       acc[r][1] = _mm512_dpbf16_ps(acc[r][1], x, b1);
     }
   }
-  const __mmask16 m0 = cols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
-  const __mmask16 m1 = cols >= 32 ? __mmask16(0xFFFF) : cols <= 16 ? __mmask16(0) : __mmask16((1u << (cols - 16)) - 1);
+  const __mmask16 m0 = first_lanes(cols), m1 = first_lanes(cols - 16);
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(first ? beta : 1.0f);
   const bool read_c = !first || beta != 0.0f;
 #pragma GCC unroll 12
