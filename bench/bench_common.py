@@ -224,12 +224,15 @@ def runner_env(args, tool):
 def setup_lines(args, load_before, load_after, lsf_meta):
     """The Machine, Threads and lsformer lines that open every results section."""
     build = lsf_meta.get("build_info", "").strip().splitlines()
+    # The CPU kernels' line and its continuation (vector level; bf16 products), where the build reports them.
+    cpu = next((i for i, line in enumerate(build) if line.startswith("cpu:")), None)
+    cpu_text = "" if cpu is None else "; " + "; ".join(" ".join(line.split()) for line in build[cpu:cpu + 2])
     return [f"- Machine: {machine()}; Linux {platform.release()}.",
             f"- Threads: {args.threads} on both sides (lsformer: `--threads`, OpenMP + OpenBLAS; PyTorch: "
             f"`torch.set_num_threads` + `OPENBLAS_NUM_THREADS`). Load average before / after: "
             f"{load_before} / {load_after}. Environment set for both: "
             f"{', '.join(f'`{e}`' for e in args.env) if args.env else 'none'}.",
-            f"- lsformer: {build[0] if build else 'unknown'}; {build[1].strip() if len(build) > 1 else ''}"]
+            f"- lsformer: {build[0] if build else 'unknown'}; {build[1].strip() if len(build) > 1 else ''}{cpu_text}"]
 
 
 def fmt_mib(b, digits=1):

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <iomanip>
 #include <sstream>
+#include <vector>
 
 #include "lsformer/engine/blas_core.h"
 #include "lsformer/engine/cuda_api.h"
@@ -21,6 +22,16 @@ extern "C" int openblas_get_num_threads(void);
 namespace lsf {
 
 std::string version() { return LSF_VERSION_STRING; }
+
+namespace {
+// (A function-local static: sections register from other files' static initialisers.)
+std::vector<std::string (*)()>& build_info_sections() {
+  static std::vector<std::string (*)()> sections;
+  return sections;
+}
+}  // namespace
+
+void register_build_info_section(std::string (*describe)()) { build_info_sections().push_back(describe); }
 
 std::string build_info() {
   std::ostringstream os;
@@ -41,8 +52,9 @@ std::string build_info() {
        << "\n";
   }
   os << "threads:  " << omp_get_max_threads() << " OpenMP threads (" << omp_get_num_procs()
-     << " processors; set with --threads or OMP_NUM_THREADS)\n"
-     << "CUDA:     option LSF_CUDA=" << LSF_CUDA_OPTION << ", ";
+     << " processors; set with --threads or OMP_NUM_THREADS)\n";
+  for (auto describe : build_info_sections()) os << describe();
+  os << "CUDA:     option LSF_CUDA=" << LSF_CUDA_OPTION << ", ";
   size_t cuda_kernels = 0;
   for (KernelBase* k : all_kernels())
     if (k->implemented(DeviceType::CUDA)) ++cuda_kernels;

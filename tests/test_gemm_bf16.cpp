@@ -18,6 +18,7 @@
 #include "helpers.h"
 #include "lsformer/engine/autocast.h"
 #include "lsformer/ops/cpu/gemm_bf16.h"
+#include "lsformer/ops/cpu/vector_kernels.h"
 
 using lsf::cpu::gemm_bf16;
 using lsf::cpu::gemm_bf16_available;
@@ -334,4 +335,26 @@ TEST_CASE("autocast's conv2d takes the bf16 products where the CPU has them, for
   check_bf16_close(with.y, without.y, 288, max_abs(x) * max_abs(w), "y");
   check_bf16_close(with.dx, without.dx, 64 * 9, max_abs(probe) * max_abs(w), "dx");
   check_bf16_close(with.dw, without.dw, 2 * 576, max_abs(probe) * max_abs(x), "dw");
+}
+
+TEST_CASE("build_info says which vector kernels run and whether bf16 products do", "[matmul][bf16][routing]") {
+  using namespace lsf;
+  {
+    const Bf16Products on(true);
+    const std::string text = build_info();
+    REQUIRE(text.find("cpu:      ") != std::string::npos);
+    if (cpu::gemm_bf16_supported())
+      REQUIRE(text.find("bf16 products under autocast: AVX512_BF16 kernel") != std::string::npos);
+    else
+      REQUIRE(text.find("bf16 products under autocast: f32 products (no AVX512_BF16") != std::string::npos);
+  }
+  const Bf16Products off(false);
+  const std::string text = build_info();
+  REQUIRE(text.find(cpu::gemm_bf16_supported() ? "bf16 products under autocast: off" : "(no AVX512_BF16") !=
+          std::string::npos);
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  // The level named is the one the kernels run (this suite also runs capped at baseline and AVX2).
+  REQUIRE(text.find(std::string("cpu:      ") + cpu::vector_level_name(cpu::vector_level()) + " vector kernels") !=
+          std::string::npos);
+#endif
 }

@@ -231,6 +231,7 @@ bool cpu_has_bf16_dot() {
 
 }  // namespace
 
+bool gemm_bf16_supported() { return cpu_has_bf16_dot(); }
 bool gemm_bf16_available() { return cpu_has_bf16_dot() && cpu_bf16_products(); }
 
 bool gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
@@ -314,6 +315,7 @@ bool gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
 
 #else  // no x86-64 GCC: no bf16 kernel
 
+bool gemm_bf16_supported() { return false; }
 bool gemm_bf16_available() { return false; }
 bool gemm_bf16(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t, float, float*,
                int64_t) {

@@ -20,9 +20,11 @@
 
 namespace lsf::cpu {
 
-// Whether this CPU runs the kernel: AVX512_BF16 at the x86-64-v4 level, and the level not
-// capped below it by LSF_CPU_VECTOR_LEVEL (ops/cpu/vector_kernels.h), and the products not
-// turned off (lsf::set_cpu_bf16_products, LSF_CPU_BF16_PRODUCTS=0).
+// Whether this CPU can run the kernel: AVX512_BF16 at the x86-64-v4 level, and the level not
+// capped below it by LSF_CPU_VECTOR_LEVEL (ops/cpu/vector_kernels.h).
+bool gemm_bf16_supported();
+// Whether it runs it: supported, and the products not turned off (lsf::set_cpu_bf16_products,
+// LSF_CPU_BF16_PRODUCTS=0).
 bool gemm_bf16_available();
 
 // Whether a product of these tensors may run on the kernel: it is available, and every operand is
