@@ -27,9 +27,9 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <vector>
 
 #include "lsformer/engine/autocast.h"
+#include "lsformer/engine/scratch.h"
 #include "lsformer/ops/cpu/simd.h"
 #include "lsformer/ops/cpu/vector_kernels.h"
 
@@ -243,10 +243,8 @@ bool gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
   // pair-major when it runs across them (a pair's kRows words come from two rows of memory).
   const bool row_major_a = !ta;
   const int64_t strip_words = row_major_a ? blocks * kRows * kBlockPairs : pairs * kRows;
-  // Reused across calls (a GEMM inside a parallel region uses its own thread's).
-  thread_local std::vector<uint32_t> packed_a, packed_b;
-  if (packed_a.size() < size_t(strips * strip_words)) packed_a.resize(size_t(strips * strip_words));
-  if (packed_b.size() < size_t(panels * kCols * pairs)) packed_b.resize(size_t(panels * kCols * pairs));
+  // The packed operands: the call's workspace from the CPU allocator (engine/scratch.h).
+  const CpuScratch<uint32_t> packed_a(size_t(strips * strip_words)), packed_b(size_t(panels * kCols * pairs));
   uint32_t* const pa = packed_a.data();
   uint32_t* const pb = packed_b.data();
 
@@ -266,8 +264,8 @@ bool gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
   {
     // Packing, split over the threads; each part reports whether its values were all usable.
     const int64_t m_padded = ceil_div(m, 48) * 48, n_padded = ceil_div(n, kCols) * kCols;  // (48: 16 and kRows)
-    thread_local std::vector<uint32_t> tmp;  // pack_across's rows of words, reused across calls
-    if (ta || !tb) tmp.resize(std::max(tmp.size(), size_t(kAcrossPairs * std::max(m_padded, n_padded))));
+    // pack_across's rows of words, one buffer per thread.
+    const CpuScratch<uint32_t> tmp(ta || !tb ? size_t(kAcrossPairs * std::max(m_padded, n_padded)) : 0);
     if (ta) {
 #pragma omp for schedule(static) reduction(| : bad)
       for (int64_t p = 0; p < pairs; p += kAcrossPairs)

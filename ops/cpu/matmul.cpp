@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "lsformer/engine/scratch.h"
 #include "lsformer/ops/cpu/gemm_bf16.h"
 #include "lsformer/ops/cpu/loops.h"
 #include "lsformer/ops/cpu/simd.h"
@@ -137,11 +138,10 @@ void run(Problem& p, T alpha, T beta, bool bf16) {
   // then added up in a fixed order, c = beta · c + Σ_t partial[t] (deterministic for a given
   // thread count).
   auto sum_partials = [&](int64_t parts, auto&& fill) {
-    // Reused across calls, never cleared: every part's products overwrite their buffer (beta 0
-    // on the first). A fresh vector here cost a zeroing pass and page faults on every weight
-    // gradient.
-    thread_local std::vector<T> storage;
-    if (storage.size() < size_t(parts * n_out * mn)) storage.resize(size_t(parts * n_out * mn));
+    // Never cleared: every part's products overwrite their buffer (beta 0 on the first). From
+    // the allocator's cache (engine/scratch.h): a fresh vector here cost a zeroing pass and page
+    // faults on every weight gradient.
+    const CpuScratch<T> storage(size_t(parts * n_out * mn));
     T* const partial_data = storage.data();
     auto partial = [&](size_t i) -> T& { return partial_data[i]; };
 #pragma omp parallel for schedule(static)
@@ -327,9 +327,8 @@ bool linears_weight_grad_cpu(const TensorList& dws, const TensorList& dbs, const
     const T* X = x.data_ptr<T>();
     const int64_t ldx = x.stride(0);
     std::vector<double> sums(size_t(parts * part_sums), 0.0);
-    thread_local std::vector<T> storage;  // as gemm_cpu's partial sums: reused, never cleared
-    if (parts > 1 && storage.size() < size_t(parts * part_dw)) storage.resize(size_t(parts * part_dw));
-    T* const partial = storage.data();  // this thread's buffer, which the parts below share
+    const CpuScratch<T> storage(parts > 1 ? size_t(parts * part_dw) : 0);  // as gemm_cpu's partial sums
+    T* const partial = storage.data();  // the parts' dW buffers
     // Part t: rows [r0, r1) into its dW buffers (beta 0 on its first chunk) and column sums.
     auto part = [&](int64_t t) {
       const int64_t r0 = rows * t / parts, r1 = rows * (t + 1) / parts;
