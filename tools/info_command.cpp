@@ -1,4 +1,4 @@
-// lsf info: the build (version, options, BLAS, threads, devices), or with --model the size and
+// lsf info: the build (version, options, BLAS, threads, CPU kernels, devices), or with --model the size and
 // forward cost of a config's model, built through its task (models/train/task.h,
 // Task::summarize_model) without random initialisation.
 //
@@ -36,9 +36,10 @@ const std::vector<Flag>& flags() {
 void info_usage(std::ostream& os) {
   os << "usage: lsf info [--threads N]\n"
         "       lsf info --model CONFIG [--set KEY=VALUE]... [--threads N]\n\n"
-        "Without --model: version, build options, BLAS, threads and devices. With --model: the\n"
-        "config's model, its parameter count and (where the task measures it) the multiply-adds\n"
-        "of one forward pass of one example, in GFLOPs as the papers count them.\n\n";
+        "Without --model: version, build options, BLAS, threads, the CPU kernels (vector level,\n"
+        "bf16 products) and devices. With --model: the config's model, its parameter count and\n"
+        "(where the task measures it) the multiply-adds of one forward pass of one example, in\n"
+        "GFLOPs as the papers count them.\n\n";
   print_flags(os, flags());
 }
 
