@@ -383,8 +383,8 @@ TEST_CASE("lm: config errors name the dotted key", "[train][lm][configs]") {
   // Evaluating holds a layer's activations of data.eval_batch_size streams: estimated, so that
   // lsf eval refuses a batch that cannot fit instead of being killed for memory.
   auto activations = [&](const std::vector<std::string>& set) {
-    for (const auto& [what, bytes] : train::make_task(train::parse_config(c, set))->estimate_memory(train::MemoryUse::Eval).parts)
-      if (what == "activations") return bytes;
+    for (const train::MemoryPart& part : train::make_task(train::parse_config(c, set))->estimate_memory(train::MemoryUse::Eval).parts)
+      if (part.what == "activations") return part.bytes;
     return 0.0;
   };
   CHECK(activations({}) > 0);

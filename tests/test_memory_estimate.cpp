@@ -12,6 +12,7 @@
 
 #include "helpers.h"
 #include "run_helpers.h"
+#include "lsformer/engine/cuda_api.h"
 #include "lsformer/models/train/config.h"
 #include "lsformer/models/train/memory_estimate.h"
 #include "lsformer/models/train/task.h"
@@ -138,8 +139,8 @@ TEST_CASE("the vision models' activation estimates are within 2x of the allocato
     const train::RunConfig config = train::load_config(kConfigDir + "/" + c.config, c.overrides);
     const train::MemoryEstimate estimate = train::make_task(config)->estimate_memory(train::MemoryUse::Train);
     double expected = 0;
-    for (const auto& [what, bytes] : estimate.parts)
-      if (what == "activations" || what == "gradients") expected += bytes;
+    for (const train::MemoryPart& part : estimate.parts)
+      if (part.what == "activations" || part.what == "gradients") expected += part.bytes;
     const vision::ImageSpec spec = train::image_spec(config, nullptr);
     std::shared_ptr<vision::ImageClassifier> model =
         vision::make_image_classifier(train::vision_sections(config).model.name, spec, train::classifier_options(config));
@@ -185,8 +186,8 @@ TEST_CASE("a char-LM evaluation's estimate is within 2x of the allocator's measu
     const train::RunConfig config = train::load_config(kConfigDir + "/lm/quick.json", set);
     std::unique_ptr<train::Task> task = train::make_task(config);
     double expected = 0;
-    for (const auto& [what, bytes] : task->estimate_memory(train::MemoryUse::Eval).parts)
-      if (what == "activations" || what == "memory") expected += bytes;
+    for (const train::MemoryPart& part : task->estimate_memory(train::MemoryUse::Eval).parts)
+      if (part.what == "activations" || part.what == "memory") expected += part.bytes;
     task->load_data({"dev"});
     std::shared_ptr<nn::Module> model = task->build_model();
     reset_peak_memory();
@@ -199,4 +200,78 @@ TEST_CASE("a char-LM evaluation's estimate is within 2x of the allocator's measu
     CHECK(ratio < 2.0);
   }
   fs::remove_all(dir);
+}
+
+TEST_CASE("a GPU run's model parts are held to the device's memory, its data to the host's", "[memory]") {
+  train::MemoryEstimate e;
+  e.add("parameters", 6e9);
+  e.add("activations", 3e9);
+  e.add("dataset", 5e9, train::MemoryPlace::Host);
+  REQUIRE(e.total() == 14e9);
+  REQUIRE(e.in(train::MemoryPlace::Host).describe() == "4.7 GiB (dataset 4.7 GiB)");
+  REQUIRE(e.in(train::MemoryPlace::RunDevice).parts.size() == 2);
+
+  // One memory (a CPU run): every part against the one limit, whatever its place.
+  train::MemoryLimits one;
+  one.device = {12e9, "this machine has available (MemAvailable)"};
+  CHECK_THROWS_WITH(train::check_memory_fits(e, one, ""),
+                    Contains("not enough memory: the config needs an estimated 13.0 GiB (parameters 5.6 GiB, "
+                             "activations 2.8 GiB, dataset 4.7 GiB), more than the 11.2 GiB this machine has available"));
+  one.device.bytes = 14e9;
+  CHECK_NOTHROW(train::check_memory_fits(e, one, ""));
+
+  // Two memories (a CUDA run): the same 14 GB fit a 10 GB GPU beside 6 GB of host memory...
+  train::MemoryLimits two;
+  two.separate = true;
+  two.device_name = "cuda:1";
+  two.device = {10e9, "of cuda:1 (a GPU)"};
+  two.host = {6e9, "this machine has available (MemAvailable)"};
+  CHECK_NOTHROW(train::check_memory_fits(e, two, ""));
+  // ...but not an 8 GB GPU, whose refusal names the device and only the parts that live there,
+  two.device.bytes = 8e9;
+  CHECK_THROWS_WITH(train::check_memory_fits(e, two, "evaluating 'x'"),
+                    Contains("not enough memory on cuda:1 for evaluating 'x': the config needs an estimated 8.4 GiB "
+                             "(parameters 5.6 GiB, activations 2.8 GiB), more than the 7.5 GiB of cuda:1 (a GPU)"));
+  // and not 4 GB of host memory for the dataset.
+  two.device.bytes = 10e9;
+  two.host.bytes = 4e9;
+  CHECK_THROWS_WITH(train::check_memory_fits(e, two, ""),
+                    Contains("not enough host memory: the config needs an estimated 4.7 GiB (dataset 4.7 GiB), more "
+                             "than the 3.7 GiB this machine has available (MemAvailable)"));
+  // An unknown limit (0) refuses nothing.
+  two.host.bytes = 0;
+  CHECK_NOTHROW(train::check_memory_fits(e, two, ""));
+}
+
+TEST_CASE("memory_limits: one memory on the CPU and for a CUDA device this process lacks", "[memory]") {
+  const train::RunConfig cpu = train::load_config(kConfigDir + "/quickstart.json", {"train.memory_limit=1000000"});
+  const train::MemoryLimits a = train::memory_limits(cpu);
+  CHECK_FALSE(a.separate);
+  CHECK(a.device.bytes == 1e6);
+  CHECK(a.device.source == "of 'train.memory_limit'");
+  // A GPU config described where that GPU is absent (lsf info --model on a laptop): the host's
+  // limit for all of it, as before; `lsf train` refuses the device itself (run_device).
+  const train::RunConfig gpu = train::load_config(kConfigDir + "/quickstart.json", {"train.device=cuda:7"});
+  if (cuda::device_count() <= 7) {
+    const train::MemoryLimits b = train::memory_limits(gpu);
+    CHECK_FALSE(b.separate);
+    CHECK(b.device.source == "this machine has available (MemAvailable)");
+  }
+}
+
+TEST_CASE("memory_limits: a CUDA run holds its model to the GPU's memory", "[memory][cuda]") {
+  LSF_REQUIRE_CUDA_DEVICE();
+  const cuda::DeviceProperties p = cuda::device_properties(0);
+  const train::MemoryLimits limits =
+      train::memory_limits(train::load_config(kConfigDir + "/quickstart.json", {"train.device=cuda:0"}));
+  CHECK(limits.separate);
+  CHECK(limits.device_name == "cuda:0");
+  CHECK(limits.device.bytes == double(p.total_memory));
+  CHECK(limits.device.source == "of cuda:0 (" + p.name + ")");
+  CHECK(limits.host.source == "this machine has available (MemAvailable)");
+  // train.memory_limit bounds the run device, the GPU here.
+  const train::MemoryLimits set = train::memory_limits(
+      train::load_config(kConfigDir + "/quickstart.json", {"train.device=cuda:0", "train.memory_limit=1000000"}));
+  CHECK(set.device.bytes == 1e6);
+  CHECK(set.device.source == "of 'train.memory_limit'");
 }

@@ -62,7 +62,7 @@ int run_info(const std::vector<std::string>& args) {
   // million layers took minutes to build before failing).
   train::MemoryEstimate parameters;
   for (const auto& part : task->estimate_memory(train::MemoryUse::Eval).parts)
-    if (part.first == "parameters") parameters.add(part.first, part.second);
+    if (part.what == "parameters") parameters.parts.push_back(part);
   train::check_memory_fits(parameters, config, "building the model");
   const train::ModelSummary s = task->summarize_model();
   std::cout << s.description << "\n  " << grouped(s.parameters) << " parameters\n";

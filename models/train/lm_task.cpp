@@ -230,7 +230,7 @@ class LmTask final : public Task {
     if (!path.empty() && fs::is_regular_file(path, ec)) {
       const std::string ext = fs::path(path).extension().string();
       const bool compressed = ext == ".zip" || ext == ".gz" || ext == ".dz";
-      e.add("corpus", 2.0 * double(fs::file_size(path, ec)) * (compressed ? 4 : 1));
+      e.add("corpus", 2.0 * double(fs::file_size(path, ec)) * (compressed ? 4 : 1), MemoryPlace::Host);
     }
     return e;
   }

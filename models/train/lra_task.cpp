@@ -510,7 +510,8 @@ class LraTask final : public Task {
     const GenerateConfig& g = s.data.generate;
     if (g.enabled) {
       const double rows = double(g.train) + double(g.dev) + double(g.test);
-      e.add("generated dataset", rows * (7.0 * 0.5 * (double(g.min_length) + double(g.max_length)) + 150.0));
+      e.add("generated dataset", rows * (7.0 * 0.5 * (double(g.min_length) + double(g.max_length)) + 150.0),
+            MemoryPlace::Host);
     } else {
       const SplitPaths p = data_files(config_.task, s.data);
       double bytes = 0;
@@ -518,7 +519,7 @@ class LraTask final : public Task {
         std::error_code ec;
         if (!f.empty() && fs::is_regular_file(f, ec)) bytes += double(fs::file_size(f, ec));
       }
-      e.add("dataset", 5 * bytes);
+      e.add("dataset", 5 * bytes, MemoryPlace::Host);
     }
     return e;
   }

@@ -1,5 +1,5 @@
-// The memory estimate's arithmetic, its limit (train.memory_limit or MemAvailable) and the
-// refusal message (models/train/memory_estimate.h).
+// The memory estimate's arithmetic, its limits (train.memory_limit, MemAvailable, a GPU's memory)
+// and the refusal message (models/train/memory_estimate.h).
 #include "lsformer/models/train/memory_estimate.h"
 
 #include <cmath>
@@ -7,14 +7,22 @@
 #include <fstream>
 #include <sstream>
 
+#include "lsformer/engine/cuda_api.h"
 #include "lsformer/engine/error.h"
 
 namespace lsf::train {
 
 double MemoryEstimate::total() const {
   double sum = 0;
-  for (const auto& [what, bytes] : parts) sum += bytes;
+  for (const MemoryPart& part : parts) sum += part.bytes;
   return sum;
+}
+
+MemoryEstimate MemoryEstimate::in(MemoryPlace place) const {
+  MemoryEstimate e;
+  for (const MemoryPart& part : parts)
+    if (part.place == place) e.parts.push_back(part);
+  return e;
 }
 
 std::string format_bytes(double bytes) {
@@ -33,7 +41,7 @@ std::string format_bytes(double bytes) {
 std::string MemoryEstimate::describe() const {
   std::ostringstream os;
   os << format_bytes(total()) << " (";
-  for (size_t i = 0; i < parts.size(); ++i) os << (i ? ", " : "") << parts[i].first << " " << format_bytes(parts[i].second);
+  for (size_t i = 0; i < parts.size(); ++i) os << (i ? ", " : "") << parts[i].what << " " << format_bytes(parts[i].bytes);
   os << ")";
   return os.str();
 }
@@ -49,20 +57,46 @@ double available_memory_bytes() {
   return 0;
 }
 
-double memory_limit_bytes(const RunConfig& config) {
-  return config.train.memory_limit > 0 ? config.train.memory_limit : available_memory_bytes();
+MemoryLimits memory_limits(const RunConfig& config) {
+  MemoryLimits limits;
+  const MemoryLimit host{available_memory_bytes(), "this machine has available (MemAvailable)"};
+  const bool set = config.train.memory_limit > 0;
+  const MemoryLimit configured{double(config.train.memory_limit), "of 'train.memory_limit'"};
+  const Device device(config.train.device);
+  if (device.is_cuda() && device.index < cuda::device_count()) {
+    const cuda::DeviceProperties p = cuda::device_properties(device.index);
+    limits.separate = true;
+    limits.device_name = "cuda:" + std::to_string(device.index);
+    limits.device = set ? configured : MemoryLimit{double(p.total_memory), "of " + limits.device_name + " (" + p.name + ")"};
+    limits.host = host;
+    return limits;
+  }
+  limits.device = set ? configured : host;
+  return limits;
+}
+
+namespace {
+
+void check_fits(const MemoryEstimate& estimate, const MemoryLimit& limit, const std::string& where,
+                const std::string& what) {
+  if (estimate.empty() || limit.bytes <= 0) return;
+  LSF_CHECK(estimate.total() <= limit.bytes)
+      << "not enough " << where << (what.empty() ? "" : " for " + what) << ": the config needs an estimated "
+      << estimate.describe() << ", more than the " << format_bytes(limit.bytes) << " " << limit.source
+      << "; reduce the sizes above (or set 'train.memory_limit' in bytes if the estimate is wrong)";
+}
+
+}  // namespace
+
+void check_memory_fits(const MemoryEstimate& estimate, const MemoryLimits& limits, const std::string& what) {
+  if (!limits.separate) return check_fits(estimate, limits.device, "memory", what);
+  check_fits(estimate.in(MemoryPlace::RunDevice), limits.device, "memory on " + limits.device_name, what);
+  check_fits(estimate.in(MemoryPlace::Host), limits.host, "host memory", what);
 }
 
 void check_memory_fits(const MemoryEstimate& estimate, const RunConfig& config, const std::string& what) {
   if (estimate.empty()) return;
-  const double limit = memory_limit_bytes(config);
-  if (limit <= 0) return;
-  const double total = estimate.total();
-  LSF_CHECK(total <= limit) << "not enough memory" << (what.empty() ? "" : " for " + what) << ": the config needs an estimated " << estimate.describe() << ", more than the "
-                            << format_bytes(limit)
-                            << (config.train.memory_limit > 0 ? " of 'train.memory_limit'"
-                                                              : " this machine has available (MemAvailable)")
-                            << "; reduce the sizes above (or set 'train.memory_limit' in bytes if the estimate is wrong)";
+  check_memory_fits(estimate, memory_limits(config), what);
 }
 
 double transformer_block_parameters(double d, double ffn, double layers, double extra_per_layer) {

@@ -11,7 +11,8 @@
 // the config alone (models/train/*_task.cpp); the numbers aim at the right order of magnitude
 // (within about 2× of the measured peak; tests/test_memory_estimate.cpp measures the
 // quickstart), not at the byte. The limit is train.memory_limit bytes when set, else the
-// kernel's MemAvailable (/proc/meminfo); without either (not Linux) nothing is refused.
+// kernel's MemAvailable (/proc/meminfo), or on a GPU the device's memory for the model's parts
+// (memory_limits below); without either (not Linux) nothing is refused.
 #pragma once
 
 #include <string>
@@ -26,11 +27,26 @@ namespace lsf::train {
 // batch's activations, all splits) or an evaluation (parameters and one split, no graph).
 enum class MemoryUse { Train, Eval };
 
+// Where a part lives: on the run's device (the model's parameters, gradients and optimizer
+// state, the activations, the char-LM's memory: host memory on a CPU run, the GPU's on a CUDA
+// run), or in host memory whatever the device (datasets, corpora, the loader's image batches).
+enum class MemoryPlace { RunDevice, Host };
+
+struct MemoryPart {
+  std::string what;
+  double bytes = 0;
+  MemoryPlace place = MemoryPlace::RunDevice;
+};
+
 struct MemoryEstimate {
-  std::vector<std::pair<std::string, double>> parts;  // (what, bytes), in the order shown
-  void add(std::string what, double bytes) { parts.emplace_back(std::move(what), bytes); }
+  std::vector<MemoryPart> parts;  // in the order shown
+  void add(std::string what, double bytes, MemoryPlace place = MemoryPlace::RunDevice) {
+    parts.push_back({std::move(what), bytes, place});
+  }
   double total() const;
   bool empty() const { return parts.empty(); }
+  // The parts that live in one place, in order.
+  MemoryEstimate in(MemoryPlace place) const;
   // "1.2 GiB: parameters 350 KiB, gradients 350 KiB, ..."
   std::string describe() const;
 };
@@ -41,11 +57,32 @@ std::string format_bytes(double bytes);
 // The kernel's MemAvailable in bytes; 0 when it cannot be read (not Linux).
 double available_memory_bytes();
 
-// The bytes a run may use: train.memory_limit when > 0, else available_memory_bytes().
-double memory_limit_bytes(const RunConfig& config);
+// A number of bytes a run may use (0: unknown, nothing is refused) and how a refusal names it
+// ("the 976.6 KiB of 'train.memory_limit'", "the 79.1 GiB of cuda:0 (NVIDIA H100 80GB HBM3)").
+struct MemoryLimit {
+  double bytes = 0;
+  std::string source;  // completes "more than <bytes> <source>": "of 'train.memory_limit'", ...
+};
 
-// Throws lsf::Error "not enough memory for <what>: ..." (no "for" when `what` is empty) with the estimate's breakdown and the limit (and how to raise it)
-// when the estimate exceeds the limit; nothing for an empty estimate or an unknown limit.
+// The limits of a run. A CPU run has one memory: every part against `device` (train.memory_limit
+// when > 0, else MemAvailable), `separate` false. So has a CUDA run that this process cannot
+// start (no such device: `lsf info --model` describing a GPU config on a laptop; `lsf train`
+// refuses the device itself). A CUDA run on a device this process has keeps the run device's
+// parts on the GPU, against train.memory_limit when > 0, else the GPU's memory, and the host's
+// parts against MemAvailable.
+struct MemoryLimits {
+  MemoryLimit device;  // the run device's parts (all parts when !separate)
+  MemoryLimit host;    // the host's parts, when separate
+  bool separate = false;
+  std::string device_name;  // "cuda:0" when separate
+};
+MemoryLimits memory_limits(const RunConfig& config);
+
+// Throws lsf::Error "not enough memory for <what>: ..." (no "for" when `what` is empty; "not
+// enough memory on cuda:0 ..." or "not enough host memory ..." when the limits are separate)
+// with the breakdown of the parts that do not fit and the limit (and how to raise it); nothing
+// for an empty estimate or an unknown limit.
+void check_memory_fits(const MemoryEstimate& estimate, const MemoryLimits& limits, const std::string& what);
 void check_memory_fits(const MemoryEstimate& estimate, const RunConfig& config, const std::string& what);
 
 // Shared pieces of the transformer families' estimates.

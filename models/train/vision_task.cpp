@@ -465,9 +465,10 @@ class VisionTask final : public Task {
                             : s_.data.source == ImageSource::Cifar10 || s_.data.source == ImageSource::Cifar100 ? 60000
                                                                                                                : 70000;
     MemoryEstimate e;
-    e.add("dataset", examples * double(facts.channels) * double(facts.image_size) * double(facts.image_size));
+    e.add("dataset", examples * double(facts.channels) * double(facts.image_size) * double(facts.image_size),
+          MemoryPlace::Host);
     const double batch = double(use == MemoryUse::Train ? config_.train.batch_size : loader_options(false).batch_size);
-    e.add("image batches", 2 * 4 * batch * channels * size * size);
+    e.add("image batches", 2 * 4 * batch * channels * size * size, MemoryPlace::Host);
     check_memory_fits(e, config_, "");  // before a model sized by the images is built
     if (!needs_data_for_spec()) {
       const vision::ImageSpec spec = image_spec(config_, nullptr);
@@ -482,7 +483,7 @@ class VisionTask final : public Task {
       MemoryEstimate with_model;
       add_parameter_parts(with_model, parameters, use, config_);
       if (use == MemoryUse::Train) with_model.add("activations", vision_activation_bytes(*model, batch));
-      for (const auto& part : e.parts) with_model.add(part.first, part.second);
+      for (const MemoryPart& part : e.parts) with_model.parts.push_back(part);
       return with_model;
     }
     return e;
