@@ -28,7 +28,7 @@ const std::vector<Command>& commands() {
       {"data", "write a dataset (lsf data listops --out DIR, lsf data text --from PATH --out DIR)", lsf::cli::run_data, lsf::cli::data_usage},
       {"bench", "time a config's training steps on this machine, next to its sgemm rate and bandwidth",
        lsf::cli::run_bench, lsf::cli::bench_usage},
-      {"info", "print version, build options, BLAS, threads and devices; --model CONFIG: parameters and GFLOPs",
+      {"info", "print version, build options, BLAS, threads, CPU kernels and devices; --model CONFIG: parameters and GFLOPs",
        lsf::cli::run_info, lsf::cli::info_usage},
       {"plot", "draw the training and dev curves of runs as SVG (lsf plot RUN [RUN ...] --out curves.svg)",
        lsf::cli::run_plot, lsf::cli::plot_usage},
