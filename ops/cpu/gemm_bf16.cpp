@@ -259,17 +259,20 @@ bool gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
   col_units = ceil_div(panels, unit_panels);
   const int64_t units = row_units * col_units;
   int bad = 0;
+  // pack_across's rows of words, one buffer per thread, allocated here: an allocation failing
+  // inside the parallel region would end the process instead of raising lsf::Error.
+  const int64_t m_padded = ceil_div(m, 48) * 48, n_padded = ceil_div(n, kCols) * kCols;  // (48: 16 and kRows)
+  const int64_t tmp_words = ta || !tb ? kAcrossPairs * std::max(m_padded, n_padded) : 0;
+  const CpuScratch<uint32_t> tmp_all(size_t((parallel ? threads : 1) * tmp_words));
 
 #pragma omp parallel if (parallel)
   {
     // Packing, split over the threads; each part reports whether its values were all usable.
-    const int64_t m_padded = ceil_div(m, 48) * 48, n_padded = ceil_div(n, kCols) * kCols;  // (48: 16 and kRows)
-    // pack_across's rows of words, one buffer per thread.
-    const CpuScratch<uint32_t> tmp(ta || !tb ? size_t(kAcrossPairs * std::max(m_padded, n_padded)) : 0);
+    uint32_t* const tmp = tmp_all.data() + omp_get_thread_num() * tmp_words;
     if (ta) {
 #pragma omp for schedule(static) reduction(| : bad)
       for (int64_t p = 0; p < pairs; p += kAcrossPairs)
-        bad |= !pack_across(a, lda, k, m, m_padded, p, std::min(pairs, p + kAcrossPairs), kRows, pairs, pa, tmp.data());
+        bad |= !pack_across(a, lda, k, m, m_padded, p, std::min(pairs, p + kAcrossPairs), kRows, pairs, pa, tmp);
     } else {
 #pragma omp for schedule(static) reduction(| : bad)
       for (int64_t s = 0; s < strips; ++s) bad |= !pack_rows_along(a, lda, k, m, s * kRows, pairs, pa + s * strip_words);
@@ -277,7 +280,7 @@ bool gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
     if (!tb) {
 #pragma omp for schedule(static) reduction(| : bad)
       for (int64_t p = 0; p < pairs; p += kAcrossPairs)
-        bad |= !pack_across(b, ldb, k, n, n_padded, p, std::min(pairs, p + kAcrossPairs), kCols, pairs, pb, tmp.data());
+        bad |= !pack_across(b, ldb, k, n, n_padded, p, std::min(pairs, p + kAcrossPairs), kCols, pairs, pb, tmp);
     } else {
 #pragma omp for schedule(static) reduction(| : bad)
       for (int64_t q = 0; q < panels; ++q) bad |= !pack_cols_along(b, ldb, k, n, q * kCols, pairs, pb + q * pairs * kCols);
