@@ -50,6 +50,7 @@
 #include <limits>
 #include <vector>
 
+#include "lsformer/engine/scratch.h"
 #include "lsformer/ops/causal_long_short.h"
 #include "lsformer/ops/cpu/loops.h"
 #include "lsformer/ops/cpu/rowwise.h"
@@ -125,10 +126,11 @@ void transpose_rows(T* dst, int64_t ld, const T* src, int64_t sl, int64_t n, int
 }
 
 // Per-head panels of the position tables (read by every (batch, head) task): rwᵀ [H][e × ldr],
-// rcᵀ [H][e × ldc].
+// rcᵀ [H][e × ldc]. (This and the per-head partials below are 0.1-1 MiB per call: from the CPU
+// allocator's cache, engine/scratch.h, not fresh pages from the C library on every call.)
 template <typename T>
 struct TablePanels {
-  std::vector<T> rw, rc;
+  CpuScratch<T> rw, rc;
   explicit TablePanels(const View<T>& x) : rw(size_t(x.H * x.e * x.ldr)), rc(size_t(x.H * x.e * x.ldc)) {
     for (int64_t head = 0; head < x.H; ++head) {
       transpose_rows(rw.data() + head * x.e * x.ldr, x.ldr, x.rw.at(0, head), x.rw.sl, x.w, x.e);
@@ -344,9 +346,10 @@ void backward_typed(const CausalLongShortInputs& d, const Tensor& dout_t, const 
   const bool need_u = d.u.defined(), need_v = d.v.defined(), need_rw = d.rw.defined(), need_rc = d.rc.defined();
   const bool window_dq = dq.p || need_u || need_v;
   const TablePanels<T> tables(x);
-  // Per-(batch, head) partial sums of the per-head gradients, summed over the batch below.
-  std::vector<T> du_part(need_u ? size_t(BH * e) : 0), dv_part(need_v ? size_t(BH * e) : 0);
-  std::vector<T> drw_part(need_rw ? size_t(BH * w * e) : 0), drc_part(need_rc ? size_t(BH * Nc * e) : 0);
+  // Per-(batch, head) partial sums of the per-head gradients, summed over the batch below (each
+  // task zeroes its own before summing into it).
+  const CpuScratch<T> du_part(need_u ? size_t(BH * e) : 0), dv_part(need_v ? size_t(BH * e) : 0);
+  const CpuScratch<T> drw_part(need_rw ? size_t(BH * w * e) : 0), drc_part(need_rc ? size_t(BH * Nc * e) : 0);
   const bool parallel = BH > 1 && BH * M * (Nc + w) * e >= 4 * kParallelGrain;
 
 #pragma omp parallel if (parallel)
@@ -435,14 +438,14 @@ void backward_typed(const CausalLongShortInputs& d, const Tensor& dout_t, const 
     }
   }
   // Per-head gradients: the batch's partials in batch order.
-  auto reduce = [&](const Tensor& target, const std::vector<T>& part, int64_t rows) {
+  auto reduce = [&](const Tensor& target, const CpuScratch<T>& part, int64_t rows) {
     if (!target.defined()) return;
     const Rows<T> dst(target);
     for (int64_t head = 0; head < H; ++head)
       for (int64_t k = 0; k < rows; ++k)
         for (int64_t f = 0; f < e; ++f) {
           T acc = 0;
-          for (int64_t b = 0; b < B; ++b) acc += part[size_t(((b * H + head) * rows + k) * e + f)];
+          for (int64_t b = 0; b < B; ++b) acc += part.data()[((b * H + head) * rows + k) * e + f];
           dst.at(0, head)[k * dst.sl + f] = acc;
         }
   };
