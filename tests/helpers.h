@@ -15,6 +15,7 @@
 
 #include <lsformer/lsformer.h>
 #include <lsformer/engine/profiler.h>
+#include "lsformer/ops/cpu/gemm_bf16.h"
 
 namespace lsf::test {
 
@@ -50,6 +51,17 @@ inline bool cuda_expected() {
   do {                            \
   } while (0)
 #endif
+
+// Opens a test of the CPU's bf16 product kernel (ops/cpu/gemm_bf16.h); CTest reports it as
+// skipped where the kernel does not run (no AVX512_BF16, or a capped vector level).
+#define LSF_REQUIRE_BF16_KERNEL()                                                                   \
+  do {                                                                                              \
+    if (!::lsf::cpu::gemm_bf16_available()) {                                                       \
+      WARN("skipped: this CPU runs no bf16 products (no AVX512_BF16, or LSF_CPU_VECTOR_LEVEL caps " \
+           "the vector level)");                                                                    \
+      return;                                                                                       \
+    }                                                                                               \
+  } while (0)
 
 // Checks |actual − expected| ≤ atol + rtol·|expected| for every element (NaN matches NaN,
 // infinities must match exactly), reporting the first mismatches with their flat index.

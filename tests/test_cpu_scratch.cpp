@@ -8,7 +8,6 @@
 
 #include "helpers.h"
 #include "lsformer/engine/scratch.h"
-#include "lsformer/ops/cpu/gemm_bf16.h"
 
 using namespace lsf;
 
@@ -91,10 +90,7 @@ TEST_CASE("a product split over its contraction counts its partial sums and free
 }
 
 TEST_CASE("the bf16 kernel's packed operands are counted while it runs and freed after", "[memory][matmul][bf16]") {
-  if (!cpu::gemm_bf16_available()) {
-    WARN("skipped: this CPU runs no bf16 products (no AVX512_BF16, or LSF_CPU_VECTOR_LEVEL caps the vector level)");
-    return;
-  }
+  LSF_REQUIRE_BF16_KERNEL();
   manual_seed(4);
   constexpr int64_t M = 256, N = 320, K = 512;
   REQUIRE(cpu::gemm_bf16_pays(M, N, K));

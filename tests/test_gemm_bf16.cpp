@@ -25,15 +25,6 @@ using lsf::cpu::gemm_bf16_available;
 
 namespace {
 
-#define LSF_REQUIRE_BF16_KERNEL()                                                                   \
-  do {                                                                                              \
-    if (!gemm_bf16_available()) {                                                                   \
-      WARN("skipped: this CPU runs no bf16 products (no AVX512_BF16, or LSF_CPU_VECTOR_LEVEL caps " \
-           "the vector level)");                                                                    \
-      return;                                                                                       \
-    }                                                                                               \
-  } while (0)
-
 // Deterministic bf16 numbers in (−2, 2) as f32: random f32 bits with the low half cleared,
 // normal or zero (a value whose exponent would be 0 becomes 0).
 std::vector<float> bf16_values(size_t count, uint32_t seed) {
