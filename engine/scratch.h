@@ -11,9 +11,16 @@
 // The contents start uninitialised.
 //
 //   CpuScratch<float> partial(size_t(parts) * n);   // partial.data(): parts · n floats
+//
+// ScratchVector<T>: a std::vector whose buffer comes from the same allocator, for workspaces
+// that want a vector's conveniences (zero-initialised, sized per call, indexed). The kernels'
+// per-thread scratch inside OpenMP regions is made of these, so it is counted and cached like
+// CpuScratch, and an allocation failure there raises the allocator's lsf::Error, which the
+// region carries to the caller (ops/cpu/region_errors.h).
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "lsformer/engine/storage.h"
 
@@ -37,5 +44,27 @@ class CpuScratch {
   size_t bytes_;
   T* data_ = nullptr;
 };
+
+// A standard allocator (for std::vector and friends) over the CPU allocator.
+template <typename T>
+struct CpuScratchAllocator {
+  using value_type = T;
+  CpuScratchAllocator() = default;
+  template <typename U>
+  CpuScratchAllocator(const CpuScratchAllocator<U>&) noexcept {}
+  T* allocate(size_t count) {
+    return static_cast<T*>(allocator_for(DeviceType::CPU).allocate(count * sizeof(T), kCPU));
+  }
+  void deallocate(T* p, size_t count) noexcept {
+    allocator_for(DeviceType::CPU).deallocate(p, count * sizeof(T), kCPU);
+  }
+  template <typename U>
+  bool operator==(const CpuScratchAllocator<U>&) const noexcept {
+    return true;
+  }
+};
+
+template <typename T>
+using ScratchVector = std::vector<T, CpuScratchAllocator<T>>;
 
 }  // namespace lsf
