@@ -48,11 +48,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "lsformer/engine/scratch.h"
 #include "lsformer/ops/causal_long_short.h"
 #include "lsformer/ops/cpu/loops.h"
+#include "lsformer/ops/cpu/region_errors.h"
 #include "lsformer/ops/cpu/rowwise.h"
 #include "lsformer/ops/cpu/skinny_gemm.h"
 #include "lsformer/ops/cpu/strided_rows.h"
@@ -141,22 +143,24 @@ struct TablePanels {
 
 // One thread's scratch (sizes for the largest tile): the (batch, head) panels and the tile's
 // products. Leading dimensions: nkp = round_up(nk) for sw / dpw, ldr for pw, nvp = round_up(nv)
-// for sc / pc / dpc.
+// for sc / pc / dpc. Zero-initialised (the panels' padding columns are read as zeros), from the
+// CPU allocator: made inside the parallel region, so a failure to allocate is carried out of it.
 template <typename T>
 struct Scratch {
-  std::vector<T> kwT, vwT, kcT, vcT;  // [e × ldw], [e × ldc]
-  std::vector<T> qu, qv;              // [Lq × e] q̂ + u, q̂ + v
-  std::vector<T> sw, dpw;             // [Lq × nkp]: window logits / probabilities / dS, tile coordinates
-  std::vector<T> pw;                  // [Lq × ldr]: window position logits, then dS in band coordinates
-  std::vector<T> sc, pc, dpc;         // [Lq × ldc]: compressed logits / probabilities / dS (and reversed)
-  std::vector<T> a, bm;               // [Lq × e]: the window parts of dq̂ (for du, dv)
-  std::vector<T> row, delta;          // [Nc + w] one query's logits; [Lq] δ
+  ScratchVector<T> kwT, vwT, kcT, vcT;  // [e × ldw], [e × ldc]
+  ScratchVector<T> qu, qv;              // [Lq × e] q̂ + u, q̂ + v
+  ScratchVector<T> sw, dpw;             // [Lq × nkp]: window logits / probabilities / dS, tile coordinates
+  ScratchVector<T> pw;                  // [Lq × ldr]: window position logits, then dS in band coordinates
+  ScratchVector<T> sc, pc, dpc;         // [Lq × ldc]: compressed logits / probabilities / dS (and reversed)
+  ScratchVector<T> a, bm;               // [Lq × e]: the window parts of dq̂ (for du, dv)
+  ScratchVector<T> row, delta;          // [Nc + w] one query's logits; [Lq] δ
+  ScratchVector<int64_t> nvis;          // [Lq] visible compressed slots of each tile row
   Scratch(const View<T>& x, bool backward)
       : kwT(size_t(x.e * x.ldw)), vwT(backward ? kwT.size() : 0), kcT(size_t(x.e * x.ldc)),
         vcT(backward ? kcT.size() : 0), qu(size_t(x.Lq * x.e)), qv(qu.size()),
         sw(size_t(x.Lq * round_up(x.Lq + x.w, kAlign))), dpw(backward ? sw.size() : 0), pw(size_t(x.Lq * x.ldr)),
         sc(size_t(x.Lq * x.ldc)), pc(sc.size()), dpc(backward ? sc.size() : 0), a(backward ? qu.size() : 0),
-        bm(a.size()), row(size_t(x.Nc + x.w)), delta(size_t(x.Lq)) {}
+        bm(a.size()), row(size_t(x.Nc + x.w)), delta(size_t(x.Lq)), nvis(size_t(x.Lq)) {}
 };
 
 // The tile's geometry: queries [t0, t0 + Lt), window rows [t0 + 1, t0 + 1 + nk), compressed
@@ -265,12 +269,15 @@ void forward_typed(const Tensor& out_t, const Tensor& lse_t, const CausalLongSho
   const int64_t e = x.e, tiles = x.tiles(), BH = x.B * x.H;
   const TablePanels<T> tables(x);
   const bool parallel = BH > 1 && BH * x.M * (x.Nc + x.w) * e >= 4 * kParallelGrain;
+  RegionErrors errors;
 #pragma omp parallel if (parallel)
   {
-    Scratch<T> s(x, false);
-    std::vector<int64_t> nvis(size_t(x.Lq));
+    std::optional<Scratch<T>> scratch;
+    errors.run([&] { scratch.emplace(x, false); });
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t bh = 0; bh < BH; ++bh) {
+    for (int64_t bh = 0; bh < BH; ++bh) errors.run([&] {
+      Scratch<T>& s = *scratch;
+      int64_t* const nvis = s.nvis.data();
       const int64_t b = bh / x.H, head = bh % x.H;
       transpose_rows(s.kwT.data(), x.ldw, x.kw.at(b, head), x.kw.sl, x.w + x.M, e);
       transpose_rows(s.kcT.data(), x.ldc, x.kc.at(b, head), x.kc.sl, x.Nc, e);
@@ -278,17 +285,18 @@ void forward_typed(const Tensor& out_t, const Tensor& lse_t, const CausalLongSho
       const T* vc = x.vc.at(b, head);
       for (int64_t index = 0; index < tiles; ++index) {
         const Tile tl = tile_of(x, index);
-        for (int64_t i = 0; i < tl.Lt; ++i) nvis[size_t(i)] = x.nvis(tl.t0 + i);
+        for (int64_t i = 0; i < tl.Lt; ++i) nvis[i] = x.nvis(tl.t0 + i);
         tile_logits(x, s, tables, b, head, tl);
         forward_rows<T>(s.sc.data(), s.pc.data(), s.sw.data(), s.pw.data(), s.row.data(), lse + bh * x.M + tl.t0,
-                        tl.Lt, tl.nk, tl.nkp, tl.nv, tl.nvp, x.w, x.ldr, nvis.data());
+                        tl.Lt, tl.nk, tl.nkp, tl.nv, tl.nvp, x.w, x.ldr, nvis);
         T* o = out.at(b, head) + tl.t0 * out.sl;
         gemm<T>(false, false, tl.Lt, e, tl.nv, T(1), s.sc.data(), tl.nvp, vc, x.vc.sl, T(0), o, out.sl);
         gemm<T>(false, false, tl.Lt, e, tl.nk, T(1), s.sw.data(), tl.nkp, vw + (tl.t0 + 1) * x.vw.sl, x.vw.sl, T(1), o,
                 out.sl);
       }
-    }
+    });
   }
+  errors.rethrow();
 }
 
 // Backward row pass. In: sc, pc, sw, pw (logits), dpc, dpw (dout·values). Out: sc = compressed
@@ -352,12 +360,15 @@ void backward_typed(const CausalLongShortInputs& d, const Tensor& dout_t, const 
   const CpuScratch<T> drw_part(need_rw ? size_t(BH * w * e) : 0), drc_part(need_rc ? size_t(BH * Nc * e) : 0);
   const bool parallel = BH > 1 && BH * M * (Nc + w) * e >= 4 * kParallelGrain;
 
+  RegionErrors errors;
 #pragma omp parallel if (parallel)
   {
-    Scratch<T> s(x, true);
-    std::vector<int64_t> nvis(size_t(x.Lq));
+    std::optional<Scratch<T>> scratch;
+    errors.run([&] { scratch.emplace(x, true); });
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t bh = 0; bh < BH; ++bh) {
+    for (int64_t bh = 0; bh < BH; ++bh) errors.run([&] {
+      Scratch<T>& s = *scratch;
+      int64_t* const nvis = s.nvis.data();
       const int64_t b = bh / H, head = bh % H;
       // This task owns every row of (b, head) in the key-side outputs and the partials.
       auto zero_rows = [&](const Rows<T>& t, int64_t rows) {
@@ -391,7 +402,7 @@ void backward_typed(const CausalLongShortInputs& d, const Tensor& dout_t, const 
         const T* go = dout.at(b, head) + tl.t0 * dout.sl;
         const T* o = out.at(b, head) + tl.t0 * out.sl;
         for (int64_t i = 0; i < Lt; ++i) {
-          nvis[size_t(i)] = x.nvis(tl.t0 + i);
+          nvis[i] = x.nvis(tl.t0 + i);
           T acc = 0;
           for (int64_t f = 0; f < e; ++f) acc += go[i * dout.sl + f] * o[i * out.sl + f];
           s.delta[size_t(i)] = acc;
@@ -400,7 +411,7 @@ void backward_typed(const CausalLongShortInputs& d, const Tensor& dout_t, const 
         gemm<T>(false, false, Lt, tl.nkp, e, T(1), go, dout.sl, s.vwT.data() + row0, x.ldw, T(0), s.dpw.data(), tl.nkp);
         if (nv > 0) gemm<T>(false, false, Lt, tl.nvp, e, T(1), go, dout.sl, s.vcT.data(), x.ldc, T(0), s.dpc.data(), tl.nvp);
         backward_rows<T>(s.sc.data(), s.pc.data(), s.dpc.data(), s.sw.data(), s.pw.data(), s.dpw.data(), s.row.data(),
-                         lse + bh * M + tl.t0, s.delta.data(), Lt, nk, tl.nkp, nv, tl.nvp, w, x.ldr, nvis.data());
+                         lse + bh * M + tl.t0, s.delta.data(), Lt, nk, tl.nkp, nv, tl.nvp, w, x.ldr, nvis);
         // Query side: dq̂ = A + Bm + dSc·K̄ + dSc_rev·rc, with A = dSw_tile·Kw_rows (→ du) and
         // Bm = dSw·rw (→ dv).
         if (window_dq) {
@@ -435,8 +446,9 @@ void backward_typed(const CausalLongShortInputs& d, const Tensor& dout_t, const 
           if (drc_b) gemm<T>(true, false, nv, e, Lt, T(1), s.pc.data(), tl.nvp, q, x.q.sl, T(1), drc_b, e);
         }
       }
-    }
+    });
   }
+  errors.rethrow();
   // Per-head gradients: the batch's partials in batch order.
   auto reduce = [&](const Tensor& target, const CpuScratch<T>& part, int64_t rows) {
     if (!target.defined()) return;

@@ -44,8 +44,11 @@
 #include <string>
 #include <limits>
 #include <utility>
+#include <optional>
 #include <vector>
 
+#include "lsformer/engine/scratch.h"
+#include "lsformer/ops/cpu/region_errors.h"
 #include "lsformer/ops/cpu/rowwise.h"
 #include "lsformer/ops/cpu/simd.h"
 #include "lsformer/ops/cpu/strided_rows.h"
@@ -126,9 +129,9 @@ void dropout_factors(T* f, int64_t S, uint64_t base, const LongShortDropout& dro
 template <typename T>
 struct Scratch {
   int64_t ld;
-  std::vector<T> kt, vt, lg, dp, pd, f, zero, qs;
-  std::vector<uint8_t> valid;
-  std::vector<const T*> krow, vrow;
+  ScratchVector<T> kt, vt, lg, dp, pd, f, zero, qs;
+  ScratchVector<uint8_t> valid;
+  ScratchVector<const T*> krow, vrow;
   explicit Scratch(const Dims& d)
       : ld((d.S() + Simd<T>::W - 1) / Simd<T>::W * Simd<T>::W), kt(size_t(d.e * ld), T(0)), vt(kt.size(), T(0)),
         lg(size_t(d.seg * ld)), dp(lg.size()), pd(lg.size()), f(lg.size()), zero(size_t(d.e), T(0)),
@@ -492,14 +495,17 @@ void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const T
   T* LSE = lse.data_ptr<T>();
   const T q_scale = T(geo.q_scale);
   const bool parallel = d.B * d.h * d.n * S * std::max<int64_t>(e, 1) >= kParallelGrain;
+  RegionErrors errors;  // the scratch is made inside the region (one per thread)
 #pragma omp parallel if (parallel)
   {
-    Scratch<T> sc(d);
+    std::optional<Scratch<T>> scratch;
+    errors.run([&] { scratch.emplace(d); });
     // Dynamic: blocks of padding cost nothing, so equal counts of blocks are unequal work. Each
     // task writes its own rows, so the result does not depend on which thread ran it.
 #pragma omp for schedule(dynamic)
     for (int64_t block = 0; block < blocks; ++block)
-    for (int64_t h_ = 0; h_ < d.h; ++h_) {
+    for (int64_t h_ = 0; h_ < d.h; ++h_) errors.run([&] {
+      Scratch<T>& sc = *scratch;
       const Task t = task_of(block, h_, d);
       const int64_t bh = t.bh, c = t.c, b = t.b, head = t.head;
       const T* kb = KB + bh * d.R * e;
@@ -524,8 +530,9 @@ void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const T
         forward_segment<T>(d, sc, qs, lq, mb, oh + t0 * O.sl, O.sl, LSE + bh * d.n + t0, t0,
                            uint64_t((bh * d.n + t0) * S), drop);
       }
-    }
+    });
   }
+  errors.rethrow();
 }
 
 template <typename T>
@@ -556,13 +563,22 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
   const bool parallel = BH * d.n * S * std::max<int64_t>(e, 1) >= kParallelGrain;
   const T q_scale = T(geo.q_scale);
 
+  RegionErrors errors;  // as in the forward
 #pragma omp parallel if (parallel)
   {
-    Scratch<T> sc(d);
-    std::vector<T> band_k(want_kv ? size_t(band * e) : 0), band_v(band_k.size());
+    std::optional<Scratch<T>> scratch;
+    std::optional<ScratchVector<T>> band_k_storage, band_v_storage;
+    errors.run([&] {
+      scratch.emplace(d);
+      band_k_storage.emplace(want_kv ? size_t(band * e) : 0);
+      band_v_storage.emplace(want_kv ? size_t(band * e) : 0);
+    });
 #pragma omp for schedule(dynamic)  // as in the forward: each task writes its own partials
     for (int64_t block = 0; block < blocks; ++block)
-    for (int64_t h_ = 0; h_ < d.h; ++h_) {
+    for (int64_t h_ = 0; h_ < d.h; ++h_) errors.run([&] {
+      Scratch<T>& sc = *scratch;
+      ScratchVector<T>& band_k = *band_k_storage;
+      ScratchVector<T>& band_v = *band_v_storage;
       const Task t = task_of(block, h_, d);
       const int64_t bh = t.bh, c = t.c, b = t.b, head = t.head, task = t.index, Lc = d.rows(c);
       const int64_t band0 = c * d.L - d.ext;  // key index of band row 0
@@ -624,7 +640,7 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
           std::copy(band_v.data() + r * e, band_v.data() + (r + 1) * e, dst_v);
         }
       }
-    }
+    });
 
     // Second pass: keys outside every interior sum the edge rows of the blocks covering them.
     if (want_kv) {
@@ -665,6 +681,7 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
       }
     }
   }
+  errors.rethrow();
 }
 
 void long_short_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
