@@ -44,6 +44,7 @@
 #include "lsformer/ops/kernels/conv.h"
 #include "lsformer/ops/cpu/gemm_bf16.h"
 #include "lsformer/ops/cpu/loops.h"
+#include "lsformer/ops/cpu/region_errors.h"
 #include "lsformer/ops/cpu/simd.h"
 #include "lsformer/ops/factory.h"
 
@@ -457,12 +458,15 @@ void run_forward(Geometry g, const T* xp, const T* wp, const T* bp, T* yp, const
   Tensor scratch = empty({std::max<int64_t>(buf_elems * threads, 1)}, options);
   T* sp = scratch.data_ptr<T>();
   if (threads > 1) {
+    RegionErrors errors;  // the items' GEMMs may allocate (bf16 packing) or check arguments
 #pragma omp parallel num_threads(threads)
     {
       T* buf = sp + buf_elems * omp_get_thread_num();
 #pragma omp for schedule(static)
-      for (int64_t i = 0; i < items; ++i) forward_item(g, xp, wp, bp, yp, i / g.G, i % g.G, buf, false);
+      for (int64_t i = 0; i < items; ++i)
+        errors.run([&] { forward_item(g, xp, wp, bp, yp, i / g.G, i % g.G, buf, false); });
     }
+    errors.rethrow();
   } else {
     for (int64_t i = 0; i < items; ++i) forward_item(g, xp, wp, bp, yp, i / g.G, i % g.G, sp, true);
   }
@@ -607,6 +611,7 @@ void backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, cons
   T* sp = scratch.data_ptr<T>();
   if (threads > 1) {
     // Each thread: [dweight partial (if asked)][col buffer].
+    RegionErrors errors;  // as in run_forward
 #pragma omp parallel num_threads(threads)
     {
       T* mine = sp + per_thread * omp_get_thread_num();
@@ -614,8 +619,10 @@ void backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, cons
       T* buf = mine + partial;
       if (part != nullptr) std::fill(part, part + w_elems, T(0));
 #pragma omp for schedule(static)
-      for (int64_t i = 0; i < items; ++i) backward_item(g, xp, wp, dyp, part, dxp, i / g.G, i % g.G, buf, false);
+      for (int64_t i = 0; i < items; ++i)
+        errors.run([&] { backward_item(g, xp, wp, dyp, part, dxp, i / g.G, i % g.G, buf, false); });
     }
+    errors.rethrow();
     if (dweight.defined()) {
       T* out = dweight.data_ptr<T>();
 #pragma omp parallel for schedule(static) if (w_elems * threads >= kParallelGrain)

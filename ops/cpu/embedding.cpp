@@ -77,18 +77,18 @@ void embedding_backward(const Tensor& dweight, const Tensor& dy, const Tensor& i
     T* dw = dweight.data_ptr<T>();
 #pragma omp parallel if (int64_t(order.size()) * D >= kParallelGrain)
     {
-      std::vector<double> acc(size_t(std::min(D, kBackwardChunk)));
+      double acc[kBackwardChunk];  // on the stack: nothing inside the region can fail to allocate
 #pragma omp for schedule(dynamic, 4)
       for (int64_t item = 0; item < items; ++item) {
         const int64_t v = rows[size_t(item / chunks)];
         const int64_t c0 = (item % chunks) * kBackwardChunk, c1 = std::min(D, c0 + kBackwardChunk);
         T* dst = dw + v * D;
-        for (int64_t c = c0; c < c1; ++c) acc[size_t(c - c0)] = double(dst[c]);
+        for (int64_t c = c0; c < c1; ++c) acc[c - c0] = double(dst[c]);
         for (int64_t p = start[v]; p < start[v + 1]; ++p) {
           const T* src = g + order[size_t(p)] * D;
-          for (int64_t c = c0; c < c1; ++c) acc[size_t(c - c0)] += double(src[c]);
+          for (int64_t c = c0; c < c1; ++c) acc[c - c0] += double(src[c]);
         }
-        for (int64_t c = c0; c < c1; ++c) dst[c] = T(acc[size_t(c - c0)]);
+        for (int64_t c = c0; c < c1; ++c) dst[c] = T(acc[c - c0]);
       }
     }
   });

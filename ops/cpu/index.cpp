@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "lsformer/ops/cpu/loops.h"
+#include "lsformer/ops/cpu/region_errors.h"
 #include "lsformer/ops/index.h"
 #include "lsformer/ops/kernels/index.h"
 
@@ -52,8 +53,9 @@ void for_each_line(const Shape& shape, int64_t dim, const std::array<Strides, N>
   }
   const int64_t lines = shape_numel(outer);
   if (lines == 0 || shape[dim] == 0) return;
+  RegionErrors errors;  // pos is allocated inside the region
 #pragma omp parallel if (lines * shape[dim] >= kParallelGrain && lines > 1)
-  {
+  errors.run([&] {
     const int64_t threads = omp_get_num_threads(), me = omp_get_thread_num();
     const int64_t begin = lines * me / threads, end = lines * (me + 1) / threads;
     if (begin < end) {
@@ -75,7 +77,8 @@ void for_each_line(const Shape& shape, int64_t dim, const std::array<Strides, N>
         }
       }
     }
-  }
+  });
+  errors.rethrow();
 }
 
 // where is a bitwise select, so it works on unsigned integers of the element's size whatever

@@ -29,6 +29,7 @@
 #include "lsformer/engine/scratch.h"
 #include "lsformer/ops/cpu/gemm_bf16.h"
 #include "lsformer/ops/cpu/loops.h"
+#include "lsformer/ops/cpu/region_errors.h"
 #include "lsformer/ops/cpu/simd.h"
 #include "lsformer/ops/cpu/skinny_gemm.h"
 #include "lsformer/ops/kernels/gemm_problem.h"
@@ -144,8 +145,10 @@ void run(Problem& p, T alpha, T beta, bool bf16) {
     const CpuScratch<T> storage(size_t(parts * n_out * mn));
     T* const partial_data = storage.data();
     auto partial = [&](size_t i) -> T& { return partial_data[i]; };
+    RegionErrors errors;  // fill runs GEMMs, which may allocate (bf16 packing) or check arguments
 #pragma omp parallel for schedule(static)
-    for (int64_t t = 0; t < parts; ++t) fill(t, partial_data + t * n_out * mn);
+    for (int64_t t = 0; t < parts; ++t) errors.run([&] { fill(t, partial_data + t * n_out * mn); });
+    errors.rethrow();
 #pragma omp parallel for schedule(static) if (n_out * mn * parts >= 32768)
     for (int64_t e = 0; e < n_out * mn; ++e) {
       const int64_t o = e / mn, i = (e % mn) / N, j = e % N;
@@ -174,8 +177,10 @@ void run(Problem& p, T alpha, T beta, bool bf16) {
                        k_parts * mn <= kMaxPartialElements;
   if (threads > 1 && n_out > 1 && (many_outputs || (small && !split_reduction))) {
     // Many c matrices: one thread each; BLAS runs single-threaded inside the region.
+    RegionErrors errors;  // as in sum_partials
 #pragma omp parallel for schedule(static)
-    for (int64_t o = 0; o < n_out; ++o) product_into(o, C + outs.c[o], ldc, beta, 0, n_red);
+    for (int64_t o = 0; o < n_out; ++o) errors.run([&] { product_into(o, C + outs.c[o], ldc, beta, 0, n_red); });
+    errors.rethrow();
   } else if (threads > 1 && split_reduction) {
     // Few c matrices summing many small products: split the sum over the threads.
     sum_partials(red_parts, [&](int64_t t, T* buffer) {
@@ -349,8 +354,10 @@ bool linears_weight_grad_cpu(const TensorList& dws, const TensorList& dbs, const
     if (parts == 1) {
       part(0);
     } else {
+      RegionErrors errors;  // part(t) runs the skinny kernel, whose argument checks may throw
 #pragma omp parallel for schedule(static)
-      for (int64_t t = 0; t < parts; ++t) part(t);
+      for (int64_t t = 0; t < parts; ++t) errors.run([&] { part(t); });
+      errors.rethrow();
 #pragma omp parallel if (part_dw * parts >= 32768)
       for (int64_t i = 0; i < layers; ++i) {
         T* DW = dws[size_t(i)].data_ptr<T>();
