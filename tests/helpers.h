@@ -63,6 +63,18 @@ inline bool cuda_expected() {
     }                                                                                               \
   } while (0)
 
+// lsf::set_num_threads(n) for a scope, restored after it (also when a REQUIRE ends the test).
+class ThreadCount {
+ public:
+  explicit ThreadCount(int n) : previous_(get_num_threads()) { set_num_threads(n); }
+  ~ThreadCount() { set_num_threads(previous_); }
+  ThreadCount(const ThreadCount&) = delete;
+  ThreadCount& operator=(const ThreadCount&) = delete;
+
+ private:
+  int previous_;
+};
+
 // Checks |actual − expected| ≤ atol + rtol·|expected| for every element (NaN matches NaN,
 // infinities must match exactly), reporting the first mismatches with their flat index.
 inline void check_close(const Tensor& actual, const std::vector<double>& expected, double atol,

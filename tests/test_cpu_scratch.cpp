@@ -13,16 +13,6 @@ using namespace lsf;
 
 namespace {
 
-// lsf::set_num_threads(n) for a scope, restored after it.
-class ThreadCount {
- public:
-  explicit ThreadCount(int n) : previous_(get_num_threads()) { set_num_threads(n); }
-  ~ThreadCount() { set_num_threads(previous_); }
-
- private:
-  int previous_;
-};
-
 // The bytes a call adds to the allocator's peak above what was live before it, and what it
 // leaves live after it.
 struct CallMemory {
@@ -69,7 +59,7 @@ TEST_CASE("CpuScratch counts while it lives, is given back after, and reuses the
 TEST_CASE("a product split over its contraction counts its partial sums and frees them", "[memory][matmul]") {
   // c [64 × 64] = aᵀ · b with K = 16384 (a weight gradient over every token): split over K, one
   // partial c per thread, then summed in order (ops/cpu/matmul.cpp).
-  const ThreadCount threads(2);
+  const test::ThreadCount threads(2);
   manual_seed(3);
   const Tensor a = randn({16384, 64}), b = randn({16384, 64});
   const Tensor at = a.transpose(0, 1);
