@@ -95,10 +95,10 @@ TEST_CASE("bias_gelu gives the same bits on one thread and on all", "[unary][bia
   Tensor dy = randn({512, 300}, TensorOptions(kF32), &g);
   auto fused = [](const Tensor& a, const Tensor& b) { return bias_gelu(a, b); };
   Grads all = run(fused, x, bias, dy);
-  const int threads = get_num_threads();
-  set_num_threads(1);
-  Grads one = run(fused, x, bias, dy);
-  set_num_threads(threads);
+  const Grads one = [&] {
+    const test::ThreadCount one_thread(1);
+    return run(fused, x, bias, dy);
+  }();
   CHECK(all.y.to_vector<float>() == one.y.to_vector<float>());
   CHECK(all.dx.to_vector<float>() == one.dx.to_vector<float>());
   CHECK(all.dbias.to_vector<float>() == one.dbias.to_vector<float>());

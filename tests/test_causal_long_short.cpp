@@ -129,17 +129,15 @@ TEST_CASE("causal LS op: gradients of a subset of inputs, and results independen
   }
   // Every output element is written by one task in a fixed order: 1 thread and 3 threads give
   // bit-identical values and gradients.
-  const int threads = get_num_threads();
   std::vector<std::vector<float>> runs[2];
   for (int run = 0; run < 2; ++run) {
-    set_num_threads(run == 0 ? 1 : 3);
+    const test::ThreadCount threads(run == 0 ? 1 : 3);
     CausalLongShortInputs in = random_inputs(s, kF32, 15, true);
     Tensor out = causal_long_short_attention(in, s.geometry());
     out.backward(dout);
     runs[run].push_back(out.to_vector<float>());
     for (const Tensor& x : as_list(in)) runs[run].push_back(x.grad().to_vector<float>());
   }
-  set_num_threads(threads);
   CHECK(runs[0] == runs[1]);
 }
 

@@ -111,13 +111,11 @@ TEST_CASE("a large gradient's norm is the same bit for bit for any thread count"
   Generator gen(11);
   Tensor p = zeros({163840 + 7}).requires_grad_(true);
   p.set_grad(randn({163840 + 7}, kF32, &gen));
-  const int before = get_num_threads();
   std::vector<double> norms;
   for (int threads : {1, 2, 3}) {
-    set_num_threads(threads);
+    const test::ThreadCount scoped(threads);
     for (double type : {1.0, 2.0, 3.0, optim::kInfNorm}) norms.push_back(optim::grad_norm({p}, type));
   }
-  set_num_threads(before);
   for (size_t i = 4; i < norms.size(); ++i) CHECK(norms[i] == norms[i % 4]);
   // Against a plain double sum: both add the same f64 squares of f32 values (exact), in a
   // different order: ≤ n·2⁻⁵³ relative with n = 163847.

@@ -102,12 +102,11 @@ TEST_CASE("conv2d matches PyTorch exactly for every config", "[conv]") {
   // representable in f32 (24-bit significand) and f64, whatever the summation order. Forward
   // and backward are therefore exact: tolerance 0 in both dtypes (these small cases run on one
   // thread whatever the thread count; the next test covers the parallel schedules).
-  const int before = get_num_threads();
   for (const char* name : kConfigs) {
     const auto& c = fixture()[name];
     const Conv2dOptions o = options_of(c);
     for (int threads : {1, 2}) {
-      set_num_threads(threads);
+      const test::ThreadCount scoped(threads);
       for (DType dtype : {kF64, kF32}) {
         INFO(name << " " << dtype << " threads " << threads);
         Tensor x = test::fixture_tensor(c["x"]).to(dtype).requires_grad_(true);
@@ -122,7 +121,6 @@ TEST_CASE("conv2d matches PyTorch exactly for every config", "[conv]") {
       }
     }
   }
-  set_num_threads(before);
 }
 
 TEST_CASE("conv2d matches a naive convolution on larger inputs under both schedules", "[conv]") {
@@ -157,7 +155,6 @@ TEST_CASE("conv2d matches a naive convolution on larger inputs under both schedu
       {{2, 6, 7, 8}, {6, 1, 3, 3}, {.groups = 6}},
       {{2, 8, 11, 11}, {8, 1, 3, 3}, {.stride = 2, .padding = 1, .groups = 8}},
   };
-  const int before = get_num_threads();
   Generator gen(77);
   for (const Case& k : cases) {
     Tensor x = randn(k.x, kF32, &gen).requires_grad_(true);
@@ -187,7 +184,7 @@ TEST_CASE("conv2d matches a naive convolution on larger inputs under both schedu
     const double db_tol = 1.01 * (n_dw + 2) * 0x1p-24 * n_dw * max_abs(gv);
     std::vector<float> first_dw;
     for (int threads : {1, 2, 4}) {
-      set_num_threads(threads);
+      const test::ThreadCount scoped(threads);
       INFO("x " << str(k.x) << " weight " << str(k.w) << " threads " << threads);
       x.set_grad(Tensor());
       w.set_grad(Tensor());
@@ -200,7 +197,6 @@ TEST_CASE("conv2d matches a naive convolution on larger inputs under both schedu
       check_within(b.grad(), ref.db, std::vector<double>(ref.db.size(), db_tol));
     }
   }
-  set_num_threads(before);
 }
 
 TEST_CASE("conv2d gradients pass f64 gradcheck for every config", "[conv]") {

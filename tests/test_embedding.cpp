@@ -86,11 +86,11 @@ TEST_CASE("embedding backward matches a naive scatter-add at every thread count"
   const int64_t max_count = *std::max_element(count.begin(), count.end());
   std::vector<std::vector<float>> results;
   for (int threads : {1, 2}) {
-    const int before = get_num_threads();
-    set_num_threads(threads);
     Tensor weight = randn({V, D}, kF32, &gen).requires_grad_(true);
-    embedding(weight, ids, pad).backward(g);
-    set_num_threads(before);
+    {
+      const test::ThreadCount scoped(threads);
+      embedding(weight, ids, pad).backward(g);
+    }
     // Summed in double, rounded once: |error| ≤ 2⁻²⁴·|sum| + (count·2⁻⁵³·Σ|g|, negligible).
     test::check_close(weight.grad(), want, max_count * 0x1p-50, 0x1p-24);
     auto row = weight.grad().select(0, pad).to_vector<float>();

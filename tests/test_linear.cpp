@@ -176,10 +176,10 @@ TEST_CASE("linear gives the same bits on one thread and on all on the skinny ker
     INFO("x " << str(x_shape));
     const Operands o = operands(x_shape, 96, false, 56);
     const Grads all = run(fused, o.x, o.w, o.b, o.dy);
-    const int threads = get_num_threads();
-    set_num_threads(1);
-    const Grads one = run(fused, o.x, o.w, o.b, o.dy);
-    set_num_threads(threads);
+    const Grads one = [&] {
+      const test::ThreadCount one_thread(1);
+      return run(fused, o.x, o.w, o.b, o.dy);
+    }();
     CHECK(all.y.to_vector<float>() == one.y.to_vector<float>());
     check_gradients_equal(all, one);
   }

@@ -386,7 +386,7 @@ TEST_CASE("long_short_attention: f64 gradcheck (full Jacobian and random project
 TEST_CASE("long_short_attention: parallel backward is deterministic and equals the composed op", "[long_short]") {
   CoreCase c{2, 2, 256, 8, 4, 4, false, {256, 130}, 16};
   auto grads = [&](int threads) {
-    set_num_threads(threads);
+    const test::ThreadCount scoped(threads);
     CoreInputs in = core_inputs(c, kF32, 41, true);
     Tensor y = long_short_attention(in.q, in.k, in.v, in.kb, in.vb, in.mask, core_options(c));
     sum(mul(y, randn_t(y.shape(), 3, kF32))).backward();
@@ -394,13 +394,12 @@ TEST_CASE("long_short_attention: parallel backward is deterministic and equals t
     for (Tensor* t : {&in.q, &in.k, &in.v, &in.kb, &in.vb}) out.push_back(vec(t->grad()));
     return out;
   };
-  const int before = get_num_threads();
   auto one = grads(1), two = grads(2), three = grads(3);
   CHECK(one == two);
   CHECK(one == three);
   // The parallel path (this size passes the parallel threshold) also equals the composed op
   // in f64: gradients sum ≤ n·S ≈ 5000 O(1) products, 1e-11.
-  set_num_threads(2);
+  const test::ThreadCount two_threads(2);
   for (double p : {0.0, 0.3}) {
     INFO("dropout " << p);
     CoreInputs a = core_inputs(c, kF64, 41, true), b = core_inputs(c, kF64, 41, true);
@@ -419,7 +418,6 @@ TEST_CASE("long_short_attention: parallel backward is deterministic and equals t
     for (auto [x, y] : {std::pair{&a.q, &b.q}, {&a.k, &b.k}, {&a.v, &b.v}, {&a.kb, &b.kb}, {&a.vb, &b.vb}})
       expect_close(vec(x->grad()), vec(y->grad()), 1e-11, 1e-11);
   }
-  set_num_threads(before);
 }
 
 TEST_CASE("long_short_attention: bad arguments are rejected with what to change", "[long_short]") {

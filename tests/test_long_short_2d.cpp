@@ -94,15 +94,6 @@ Tensor perturbed(const Tensor& x, int64_t g, int64_t nx, int64_t py, int64_t px)
   return tensor(v, x.shape()).to(x.dtype());
 }
 
-// Runs the enclosing scope on one CPU thread, restoring the previous count on exit.
-struct OneThread {
-  int before = get_num_threads();
-  OneThread() { set_num_threads(1); }
-  ~OneThread() { set_num_threads(before); }
-  OneThread(const OneThread&) = delete;
-  OneThread& operator=(const OneThread&) = delete;
-};
-
 bool rows_equal(const Tensor& a, const Tensor& b, int64_t row) {
   return a.select(1, row).to_vector<double>() == b.select(1, row).to_vector<double>();
 }
@@ -447,7 +438,7 @@ TEST_CASE("2-D long-short attention passes f64 gradcheck for input and every par
       {{.dim = 4, .heads = 1, .window = 1, .rank = 0, .rpe = false}, 3, 1},  // w = 1, no projection
   };
   // Tiny shapes: one thread, since OpenMP start-up would dominate hundreds of small forwards.
-  OneThread one_thread;
+  const test::ThreadCount one_thread(1);
   for (const Case& c : cases) {
     INFO("w = " << c.o.window << ", r = " << c.o.rank << ", g = " << c.g);
     LongShortAttention2d m(c.o);
@@ -472,7 +463,7 @@ TEST_CASE("2-D long-short attention passes a projected f64 gradcheck at a larger
   Tensor x = test::grad_input({2, 65, 8}, 96);
   TensorList inputs = {x};
   for (auto& [name, t] : m.named_parameters()) inputs.push_back(t);
-  OneThread one_thread;  // small shapes, as above
+  const test::ThreadCount one_thread(1);  // small shapes, as above
   auto r = testing::gradcheck([&](const TensorList& in) { return m.forward(in[0], map_args(8, 1)); }, inputs);
   INFO(r.message);
   CHECK(r.ok);

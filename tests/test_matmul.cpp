@@ -163,15 +163,8 @@ void check_against_naive(const Tensor& a_values, const Tensor& b_values) {
 
 // Runs body with the CPU thread count set to n, restoring it afterwards.
 void with_threads(int n, const std::function<void()>& body) {
-  const int before = get_num_threads();
-  set_num_threads(n);
-  try {
-    body();
-  } catch (...) {
-    set_num_threads(before);
-    throw;
-  }
-  set_num_threads(before);
+  const test::ThreadCount scoped(n);
+  body();
 }
 
 }  // namespace
