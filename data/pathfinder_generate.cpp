@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <numbers>
@@ -13,6 +12,7 @@
 #include "lsformer/data/pathfinder.h"
 #include "lsformer/data/random_stream.h"
 #include "lsformer/engine/error.h"
+#include "lsformer/engine/region_errors.h"
 
 namespace lsf::data {
 namespace {
@@ -264,20 +264,15 @@ void check_options(const PathfinderOptions& o) {
 }
 
 // Samples [first, first + count). They are independent (one stream each), so they are made in
-// parallel and the result does not depend on the thread count; an error in any is rethrown.
+// parallel and the result does not depend on the thread count; the first error is rethrown
+// (and the samples after it are not made).
 std::vector<PathfinderSample> generate_samples(const PathfinderOptions& options, int64_t first, int64_t count) {
   std::vector<PathfinderSample> samples(static_cast<size_t>(count));
-  std::exception_ptr error;
+  RegionErrors errors;
 #pragma omp parallel for schedule(dynamic, 16)
-  for (int64_t i = 0; i < count; ++i) {
-    try {
-      samples[size_t(i)] = generate_pathfinder_sample(options, first + i);
-    } catch (...) {
-#pragma omp critical(lsf_pathfinder_error)
-      if (!error) error = std::current_exception();
-    }
-  }
-  if (error) std::rethrow_exception(error);
+  for (int64_t i = 0; i < count; ++i)
+    errors.run([&] { samples[size_t(i)] = generate_pathfinder_sample(options, first + i); });
+  errors.rethrow();
   return samples;
 }
 

@@ -16,7 +16,7 @@
 // that want a vector's conveniences (zero-initialised, sized per call, indexed). The kernels'
 // per-thread scratch inside OpenMP regions is made of these, so it is counted and cached like
 // CpuScratch, and an allocation failure there raises the allocator's lsf::Error, which the
-// region carries to the caller (ops/cpu/region_errors.h).
+// region carries to the caller (engine/region_errors.h).
 #pragma once
 
 #include <cstddef>

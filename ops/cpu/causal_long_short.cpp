@@ -51,10 +51,10 @@
 #include <optional>
 #include <vector>
 
+#include "lsformer/engine/region_errors.h"
 #include "lsformer/engine/scratch.h"
 #include "lsformer/ops/causal_long_short.h"
 #include "lsformer/ops/cpu/loops.h"
-#include "lsformer/ops/cpu/region_errors.h"
 #include "lsformer/ops/cpu/rowwise.h"
 #include "lsformer/ops/cpu/skinny_gemm.h"
 #include "lsformer/ops/cpu/strided_rows.h"

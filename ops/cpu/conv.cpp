@@ -40,11 +40,11 @@
 #include <algorithm>
 #include <vector>
 
+#include "lsformer/engine/region_errors.h"
 #include "lsformer/ops/conv.h"
 #include "lsformer/ops/kernels/conv.h"
 #include "lsformer/ops/cpu/gemm_bf16.h"
 #include "lsformer/ops/cpu/loops.h"
-#include "lsformer/ops/cpu/region_errors.h"
 #include "lsformer/ops/cpu/simd.h"
 #include "lsformer/ops/factory.h"
 

@@ -10,8 +10,8 @@
 
 #include <algorithm>
 
+#include "lsformer/engine/region_errors.h"
 #include "lsformer/ops/cpu/loops.h"
-#include "lsformer/ops/cpu/region_errors.h"
 #include "lsformer/ops/index.h"
 #include "lsformer/ops/kernels/index.h"
 

@@ -47,8 +47,8 @@
 #include <optional>
 #include <vector>
 
+#include "lsformer/engine/region_errors.h"
 #include "lsformer/engine/scratch.h"
-#include "lsformer/ops/cpu/region_errors.h"
 #include "lsformer/ops/cpu/rowwise.h"
 #include "lsformer/ops/cpu/simd.h"
 #include "lsformer/ops/cpu/strided_rows.h"

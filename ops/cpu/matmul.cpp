@@ -26,10 +26,10 @@
 #include <algorithm>
 #include <vector>
 
+#include "lsformer/engine/region_errors.h"
 #include "lsformer/engine/scratch.h"
 #include "lsformer/ops/cpu/gemm_bf16.h"
 #include "lsformer/ops/cpu/loops.h"
-#include "lsformer/ops/cpu/region_errors.h"
 #include "lsformer/ops/cpu/simd.h"
 #include "lsformer/ops/cpu/skinny_gemm.h"
 #include "lsformer/ops/kernels/gemm_problem.h"

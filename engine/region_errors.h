@@ -10,7 +10,8 @@
 // (later ones are dropped); once one is kept, every run() on any thread returns at once, so
 // the team finishes its loops quickly and still meets every barrier of the region (no hang);
 // rethrow() raises the kept exception after the region. The outputs of a failed call are
-// unspecified, as with any kernel that throws.
+// unspecified, as with any kernel that throws. Used by the CPU kernels (ops/cpu/) and by the
+// data generators' parallel loops.
 //
 //   RegionErrors errors;
 //   #pragma omp parallel
@@ -26,7 +27,7 @@
 #include <atomic>
 #include <exception>
 
-namespace lsf::cpu {
+namespace lsf {
 
 class RegionErrors {
  public:
@@ -56,4 +57,4 @@ class RegionErrors {
   std::exception_ptr first_;
 };
 
-}  // namespace lsf::cpu
+}  // namespace lsf
