@@ -369,7 +369,7 @@ LSF_SIMD_CLONES void wide_depthwise_backward(const Geometry& g, const T* xpad, c
 // which checks them and declines if one is not exact in bf16.
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc, bool bf16) {
-  if (bf16 && gemm_bf16_pays(m, n, k) && gemm_bf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
+  if (bf16 && gemm_bf16_if_it_pays(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n),
               int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
 }

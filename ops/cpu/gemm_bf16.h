@@ -52,4 +52,11 @@ inline bool gemm_bf16_pays(int64_t m, int64_t n, int64_t k) {
 bool gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
+// gemm_bf16 where gemm_bf16_pays(m, n, k), for a product whose operands came from bf16: true when
+// it ran; false, with c untouched, when the caller runs its f32 GEMM.
+inline bool gemm_bf16_if_it_pays(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                                 int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  return gemm_bf16_pays(m, n, k) && gemm_bf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
 }  // namespace lsf::cpu

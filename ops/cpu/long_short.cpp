@@ -45,7 +45,6 @@
 #include <limits>
 #include <utility>
 #include <optional>
-#include <vector>
 
 #include "lsformer/engine/region_errors.h"
 #include "lsformer/engine/scratch.h"
@@ -136,6 +135,16 @@ struct Scratch {
       : ld((d.S() + Simd<T>::W - 1) / Simd<T>::W * Simd<T>::W), kt(size_t(d.e * ld), T(0)), vt(kt.size(), T(0)),
         lg(size_t(d.seg * ld)), dp(lg.size()), pd(lg.size()), f(lg.size()), zero(size_t(d.e), T(0)),
         qs(size_t(d.seg * d.e)), valid(size_t(d.s)), krow(size_t(d.S())), vrow(krow.size()) {}
+};
+
+// Backward's per-thread scratch: the tiles above and the band's dK/dV rows [band × e], summed
+// over a task's segments before they go to dk/dv or the edge workspace.
+template <typename T>
+struct BackwardScratch {
+  Scratch<T> tiles;
+  ScratchVector<T> band_k, band_v;
+  BackwardScratch(const Dims& d, int64_t band_elements)
+      : tiles(d), band_k(size_t(band_elements), T(0)), band_v(band_k.size(), T(0)) {}
 };
 
 // The seg query rows from q (row stride lq) times scale into the scratch, as mul(q, scale)
@@ -552,33 +561,29 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
   const uint8_t* M = mask.data_ptr<uint8_t>();
   const Rows<T> DQ(dq);
   // Window gradients go to dk/dv when asked for, else to scratch that is dropped.
-  std::vector<T> scratch_k, scratch_v;
+  ScratchVector<T> scratch_k, scratch_v;
   Rows<T> DK(dk), DV(dv);
   if (want_kv && DK.p == nullptr) scratch_k.assign(size_t(BH * d.n * e), T(0)), DK = Rows<T>::contiguous(scratch_k.data(), d.h, d.n, e);
   if (want_kv && DV.p == nullptr) scratch_v.assign(size_t(BH * d.n * e), T(0)), DV = Rows<T>::contiguous(scratch_v.data(), d.h, d.n, e);
   // Edge rows of each block's band ([0, 2ext) left, then [Lc, Lc + 2ext) right), and the
-  // per-block partial sums of dK̄/dV̄.
-  std::vector<T> edge_k(want_kv ? size_t(tasks * 2 * ext2 * e) : 0), edge_v(edge_k.size());
-  std::vector<T> bar_k(want_bar ? size_t(tasks * d.R * e) : 0), bar_v(bar_k.size());
+  // per-block partial sums of dK̄/dV̄. Megabytes at LRA sizes: from the CPU allocator
+  // (engine/scratch.h), so they count in memory_stats() and reuse cached pages call after call.
+  ScratchVector<T> edge_k(want_kv ? size_t(tasks * 2 * ext2 * e) : 0), edge_v(edge_k.size());
+  ScratchVector<T> bar_k(want_bar ? size_t(tasks * d.R * e) : 0), bar_v(bar_k.size());
   const bool parallel = BH * d.n * S * std::max<int64_t>(e, 1) >= kParallelGrain;
   const T q_scale = T(geo.q_scale);
 
   RegionErrors errors;  // as in the forward
 #pragma omp parallel if (parallel)
   {
-    std::optional<Scratch<T>> scratch;
-    std::optional<ScratchVector<T>> band_k_storage, band_v_storage;
-    errors.run([&] {
-      scratch.emplace(d);
-      band_k_storage.emplace(want_kv ? size_t(band * e) : 0);
-      band_v_storage.emplace(want_kv ? size_t(band * e) : 0);
-    });
+    std::optional<BackwardScratch<T>> scratch;
+    errors.run([&] { scratch.emplace(d, want_kv ? band * e : 0); });
 #pragma omp for schedule(dynamic)  // as in the forward: each task writes its own partials
     for (int64_t block = 0; block < blocks; ++block)
     for (int64_t h_ = 0; h_ < d.h; ++h_) errors.run([&] {
-      Scratch<T>& sc = *scratch;
-      ScratchVector<T>& band_k = *band_k_storage;
-      ScratchVector<T>& band_v = *band_v_storage;
+      Scratch<T>& sc = scratch->tiles;
+      ScratchVector<T>& band_k = scratch->band_k;
+      ScratchVector<T>& band_v = scratch->band_v;
       const Task t = task_of(block, h_, d);
       const int64_t bh = t.bh, c = t.c, b = t.b, head = t.head, task = t.index, Lc = d.rows(c);
       const int64_t band0 = c * d.L - d.ext;  // key index of band row 0
@@ -670,7 +675,7 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
 #pragma omp for schedule(static)
       for (int64_t row = 0; row < BH * d.R; ++row) {
         const int64_t bh = row / d.R, i = row % d.R;
-        std::vector<T>* parts[2] = {&bar_k, &bar_v};
+        const ScratchVector<T>* parts[2] = {&bar_k, &bar_v};
         const Tensor* outs[2] = {&dkbar, &dvbar};
         for (int which = 0; which < 2; ++which) {
           if (!outs[which]->defined()) continue;

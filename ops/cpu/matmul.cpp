@@ -85,9 +85,7 @@ void gemv_row(bool ta, bool tb, int n, int k, double alpha, const double* a, int
 void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda,
           const float* b, int ldb, float beta, float* c, int ldc, bool bf16) {
   if (m == 1) return gemv_row(ta, tb, n, k, alpha, a, lda, b, ldb, beta, c);
-  if (bf16 && gemm_bf16_pays(m, n, k) &&
-      gemm_bf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
-    return;
+  if (bf16 && gemm_bf16_if_it_pays(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
   if (skinny_gemm_applies(m, n, k)) return skinny_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
               k, alpha, a, lda, b, ldb, beta, c, ldc);

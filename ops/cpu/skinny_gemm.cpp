@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "lsformer/engine/error.h"
+#include "lsformer/engine/scratch.h"
 #include "lsformer/ops/cpu/simd.h"
 
 namespace lsf::cpu {
@@ -213,17 +214,23 @@ void run_rows(const Product<T>& p, int64_t i0, int64_t i1, bool ta) {
 
 // op(b) as a dense [k, ld] panel, ld a multiple of kPanelAlign, zero in the padding columns
 // (they feed lanes of c that are never stored). b itself is that panel when it is not
-// transposed and n is a multiple of kPanelAlign: no copy then.
+// transposed and n is a multiple of kPanelAlign: no copy then, and panel_elements is 0.
+inline bool panel_is_b(bool tb, int64_t n) { return !tb && n % kPanelAlign == 0; }
+inline int64_t panel_elements(bool tb, int64_t n, int64_t k) {
+  return panel_is_b(tb, n) ? 0 : k * ((n + kPanelAlign - 1) / kPanelAlign * kPanelAlign);
+}
+
+// Points p.panel at op(b): b itself, or `storage` (panel_elements(tb, p.n, p.k) elements)
+// filled with the packed panel.
 template <typename T>
-void set_panel(Product<T>& p, std::vector<T>& storage, bool tb, const T* b, int64_t ldb) {
-  if (!tb && p.n % kPanelAlign == 0) {
+void set_panel(Product<T>& p, T* storage, bool tb, const T* b, int64_t ldb) {
+  if (panel_is_b(tb, p.n)) {
     p.panel = b;
     p.panel_ld = ldb;
     return;
   }
   const int64_t ld = (p.n + kPanelAlign - 1) / kPanelAlign * kPanelAlign;
-  if (storage.size() < size_t(p.k * ld)) storage.resize(size_t(p.k * ld));
-  T* panel = storage.data();
+  T* panel = storage;
   if (tb) {
     // b's row j is the panel's column j. In blocks of kTransposeBlock × kTransposeBlock, so the
     // block's panel rows stay in L1 while b's rows stream through it: column by column, every
@@ -251,7 +258,9 @@ void skinny(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T*
       << "skinny_gemm: m = " << m << ", n = " << n << ", k = " << k << " exceed its limits (n in 1 … "
       << kSkinnyMaxN << "; k in 1 … " << kSkinnyMaxK << ", or any k ≥ 1 for m ≤ " << kSkinnyMaxRowsLongK << ")";
   if (m <= 0) return;
-  thread_local std::vector<T> panel_storage;  // reused: no allocation per call
+  // The packed panel of one K chunk (reused by the next), from the CPU allocator
+  // (engine/scratch.h): counted by memory_stats() while the call runs, its pages cached after.
+  const CpuScratch<T> panel_storage(size_t(panel_elements(tb, n, std::min(k, kSkinnyMaxK))));
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   const int64_t tasks = (m + kRowsPerTask - 1) / kRowsPerTask;
   const bool parallel =
@@ -262,7 +271,7 @@ void skinny(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T*
     const int64_t kc = std::min(kSkinnyMaxK, k - k0);
     Product<T> p{m, n, kc, alpha, k0 == 0 ? beta : T(1), ta ? a + k0 * lda : a + k0, lda, nullptr, 0, c, ldc,
                  k0 + kc == k ? bias : nullptr};
-    set_panel(p, panel_storage, tb, tb ? b + k0 : b + k0 * ldb, ldb);
+    set_panel(p, panel_storage.data(), tb, tb ? b + k0 : b + k0 * ldb, ldb);
     if (parallel) {
 #pragma omp parallel for schedule(static)
       for (int64_t t = 0; t < tasks; ++t) run_rows(p, t * kRowsPerTask, std::min(m, (t + 1) * kRowsPerTask), ta);
@@ -279,15 +288,18 @@ void group(int64_t m, const std::vector<SkinnyProduct<T>>& list) {
         << "skinny_gemm_group: a product with n = " << q.n << ", k = " << q.k << " exceeds the group's limits (n in 1 … "
         << kSkinnyMaxN << ", k in 1 … " << kSkinnyMaxK << ": one K chunk)";
   if (m <= 0 || list.empty()) return;
-  // One packed panel per product, all alive while the rows run (reused across calls).
-  thread_local std::vector<std::vector<T>> panel_storage;
-  if (panel_storage.size() < list.size()) panel_storage.resize(list.size());
+  // One packed panel per product, all alive while the rows run: one workspace, as in skinny().
+  int64_t panels_size = 0;
+  for (const SkinnyProduct<T>& q : list) panels_size += panel_elements(q.tb, q.n, q.k);
+  const CpuScratch<T> panel_storage{size_t(panels_size)};
   std::vector<Product<T>> products;
   double work = 0;
+  int64_t panel_at = 0;
   for (size_t i = 0; i < list.size(); ++i) {
     const SkinnyProduct<T>& q = list[i];
     Product<T> p{m, q.n, q.k, q.alpha, q.beta, q.a, q.lda, nullptr, 0, q.c, q.ldc, q.bias};
-    set_panel(p, panel_storage[i], q.tb, q.b, q.ldb);
+    set_panel(p, panel_storage.data() + panel_at, q.tb, q.b, q.ldb);
+    panel_at += panel_elements(q.tb, q.n, q.k);
     products.push_back(p);
     work += double(m) * double(q.n) * double(q.k);
   }

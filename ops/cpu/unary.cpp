@@ -24,12 +24,12 @@
 #include <cmath>
 #include <limits>
 #include <type_traits>
-#include <vector>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
+#include "lsformer/engine/scratch.h"
 #include "lsformer/ops/cpu/loops.h"
 #include "lsformer/ops/cpu/simd.h"
 #include "lsformer/ops/cpu/unary_math.h"
@@ -619,8 +619,8 @@ template <typename T, typename F>
 void bias_act_backward(T* __restrict dx, T* __restrict dbias, const T* __restrict dy, const T* __restrict x,
                        const T* __restrict bias, int64_t rows, int64_t n, F f) {
   const int64_t blocks = (rows + kBiasGeluRowBlock - 1) / kBiasGeluRowBlock;
-  thread_local std::vector<T> partial_storage;  // reused across calls; each block clears its row
-  if (partial_storage.size() < size_t(blocks * n)) partial_storage.resize(size_t(blocks * n));
+  // From the CPU allocator (engine/scratch.h): counted while the call runs, cached after.
+  const CpuScratch<T> partial_storage(size_t(blocks * n));  // each block clears its row
   T* const partial = partial_storage.data();
 #pragma omp parallel for schedule(static) if (rows * n >= kParallelGrain)
   for (int64_t blk = 0; blk < blocks; ++blk) {
