@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <lsformer/lsformer.h>
+#include <lsformer/engine/blas_core.h>
 
 #include "bench_timing.h"
 
@@ -114,9 +115,15 @@ std::vector<Flag<Options>> gpu_flags(const char* filter_help) {
 // Parses argv with `flags`, then returns run(options). --help prints the usage (exit 0); an
 // unknown flag, a missing or a bad value prints why (exit 2); an lsf::Error from run is
 // reported (exit 1).
+//
+// First of all it restarts the program with OpenBLAS's best kernels for this CPU where OpenBLAS
+// would run weaker ones (engine/blas_core.h; unless OPENBLAS_CORETYPE is set, as the runners do
+// for both sides): a benchmark run by hand measures the GEMMs the lsf tool runs, not Debian 12's
+// generic fallback on Sapphire Rapids (a char-LM step ~1 s there instead of ~0.35 s).
 template <typename Options>
 int run_main(int argc, char** argv, const char* program, const std::string& synopsis,
              const std::vector<Flag<Options>>& flags, int (*run)(const Options&)) {
+  lsf::reexec_with_best_blas_core(argv);
   Options opt;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];

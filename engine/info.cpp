@@ -48,7 +48,7 @@ std::string build_info() {
        << " before starting the program (the lsf tool does this itself)\n";
   } else if (!blas.forced.empty()) {
     os << "          OPENBLAS_CORETYPE=" << blas.forced << " (kernels: " << blas.running << ")"
-       << (std::getenv("LSF_BLAS_REEXEC") ? ", set by the lsf tool: OpenBLAS's own choice for this CPU was weaker" : "")
+       << (std::getenv("LSF_BLAS_REEXEC") ? ", set as the program started: OpenBLAS's own choice for this CPU was weaker" : "")
        << "\n";
   }
   os << "threads:  " << omp_get_max_threads() << " OpenMP threads (" << omp_get_num_procs()
