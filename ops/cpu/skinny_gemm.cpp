@@ -216,9 +216,8 @@ void run_rows(const Product<T>& p, int64_t i0, int64_t i1, bool ta) {
 // (they feed lanes of c that are never stored). b itself is that panel when it is not
 // transposed and n is a multiple of kPanelAlign: no copy then, and panel_elements is 0.
 inline bool panel_is_b(bool tb, int64_t n) { return !tb && n % kPanelAlign == 0; }
-inline int64_t panel_elements(bool tb, int64_t n, int64_t k) {
-  return panel_is_b(tb, n) ? 0 : k * ((n + kPanelAlign - 1) / kPanelAlign * kPanelAlign);
-}
+inline int64_t packed_panel_ld(int64_t n) { return (n + kPanelAlign - 1) / kPanelAlign * kPanelAlign; }
+inline int64_t panel_elements(bool tb, int64_t n, int64_t k) { return panel_is_b(tb, n) ? 0 : k * packed_panel_ld(n); }
 
 // Points p.panel at op(b): b itself, or `storage` (panel_elements(tb, p.n, p.k) elements)
 // filled with the packed panel.
@@ -229,7 +228,7 @@ void set_panel(Product<T>& p, T* storage, bool tb, const T* b, int64_t ldb) {
     p.panel_ld = ldb;
     return;
   }
-  const int64_t ld = (p.n + kPanelAlign - 1) / kPanelAlign * kPanelAlign;
+  const int64_t ld = packed_panel_ld(p.n);
   T* panel = storage;
   if (tb) {
     // b's row j is the panel's column j. In blocks of kTransposeBlock × kTransposeBlock, so the
@@ -259,7 +258,7 @@ void skinny(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T*
       << kSkinnyMaxN << "; k in 1 … " << kSkinnyMaxK << ", or any k ≥ 1 for m ≤ " << kSkinnyMaxRowsLongK << ")";
   if (m <= 0) return;
   // The packed panel of one K chunk (reused by the next), from the CPU allocator
-  // (engine/scratch.h): counted by memory_stats() while the call runs, its pages cached after.
+  // (engine/scratch.h): counted by memory_stats() while the call runs; none when b is the panel.
   const CpuScratch<T> panel_storage(size_t(panel_elements(tb, n, std::min(k, kSkinnyMaxK))));
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   const int64_t tasks = (m + kRowsPerTask - 1) / kRowsPerTask;

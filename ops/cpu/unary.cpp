@@ -619,7 +619,7 @@ template <typename T, typename F>
 void bias_act_backward(T* __restrict dx, T* __restrict dbias, const T* __restrict dy, const T* __restrict x,
                        const T* __restrict bias, int64_t rows, int64_t n, F f) {
   const int64_t blocks = (rows + kBiasGeluRowBlock - 1) / kBiasGeluRowBlock;
-  // From the CPU allocator (engine/scratch.h): counted while the call runs, cached after.
+  // From the CPU allocator (engine/scratch.h): counted while the call runs, given back after.
   const CpuScratch<T> partial_storage(size_t(blocks * n));  // each block clears its row
   T* const partial = partial_storage.data();
 #pragma omp parallel for schedule(static) if (rows * n >= kParallelGrain)
