@@ -203,7 +203,8 @@ def runner_env(args, tool):
     """os.environ with every --env NAME=VALUE set; exits with status 2 naming a malformed one.
     Unless OPENBLAS_CORETYPE is set already, it is set (and added to args.env, so the results
     say so) where OpenBLAS would otherwise run generic kernels on this CPU: both sides then run
-    the kernels OpenBLAS has for it, as the lsf tool does by itself."""
+    the kernels OpenBLAS has for it, as the lsf tool does by itself. One inherited from the
+    shell is kept and added to args.env too, with a warning where it names weaker kernels."""
     env = dict(os.environ)
     for item in args.env:
         name, sep, value = item.partition("=")
@@ -211,7 +212,18 @@ def runner_env(args, tool):
             print(f"{tool}: --env expects NAME=VALUE, got {item!r}", file=sys.stderr)
             sys.exit(2)
         env[name] = value
-    if "OPENBLAS_CORETYPE" not in env:
+    if "OPENBLAS_CORETYPE" in env:
+        # Kept, as the user chose it; but inherited from the shell it is recorded like an --env
+        # (it decides both sides' GEMM kernels), and a weaker core than the CPU runs is named.
+        if not any(item.startswith("OPENBLAS_CORETYPE=") for item in args.env):
+            args.env.append(f"OPENBLAS_CORETYPE={env['OPENBLAS_CORETYPE']}")
+        upgrade = blas_core_upgrade(env)
+        if upgrade:
+            print(f"{tool}: warning: OPENBLAS_CORETYPE={env['OPENBLAS_CORETYPE']} holds both sides to OpenBLAS's "
+                  f"{upgrade[0]} kernels, but this CPU runs {upgrade[1]}'s (several times the GEMM rate): "
+                  f"set OPENBLAS_CORETYPE={upgrade[1]} or unset it to measure at the machine's limit",
+                  file=sys.stderr)
+    else:
         upgrade = blas_core_upgrade(env)
         if upgrade:
             env["OPENBLAS_CORETYPE"] = upgrade[1]

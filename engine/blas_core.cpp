@@ -50,6 +50,17 @@ BlasCoreChoice blas_core_choice() {
   return c;
 }
 
+std::string blas_core_advice(const BlasCoreChoice& c) {
+  if (!c.upgrade) return "";
+  const std::string why = "this CPU runs " + c.best + "'s (wider vectors, several times the GEMM rate)";
+  if (!c.forced.empty())
+    return "OPENBLAS_CORETYPE=" + c.forced + " in the environment holds OpenBLAS to its " + c.running +
+           " kernels, but " + why + ": set OPENBLAS_CORETYPE=" + c.best +
+           " or unset it (the lsf tool and the benchmarks then choose the best kernels themselves)";
+  return "OpenBLAS runs its " + c.running + " kernels, but " + why + ": set OPENBLAS_CORETYPE=" + c.best +
+         " before starting the program (the lsf tool and the benchmarks do this themselves)";
+}
+
 void reexec_with_best_blas_core(char** argv) {
   if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("LSF_BLAS_REEXEC")) return;
   const BlasCoreChoice c = blas_core_choice();

@@ -36,6 +36,11 @@ std::string best_blas_core(bool x86_64_v4, bool avx512_bf16, bool x86_64_v3);
 // names its core; upgrade is then false).
 BlasCoreChoice blas_core_choice();
 
+// What to do about a weaker core, in one sentence for a person ("" when c.upgrade is false):
+// set OPENBLAS_CORETYPE to c.best; where the environment already holds OpenBLAS to the weaker
+// core (c.forced), it says so, because the lsf tool and the benchmarks then keep that choice.
+std::string blas_core_advice(const BlasCoreChoice& c);
+
 // For a program's main(), before it does anything else: when OpenBLAS runs a weaker core than
 // the CPU supports and OPENBLAS_CORETYPE is unset, re-executes the program (/proc/self/exe, the
 // same argv) with OPENBLAS_CORETYPE set to the best core. Returns only when nothing needed

@@ -43,9 +43,7 @@ std::string build_info() {
   // A generic fallback core on a newer CPU (engine/blas_core.h): say so, and how to fix it.
   const BlasCoreChoice blas = blas_core_choice();
   if (blas.upgrade) {
-    os << "          OpenBLAS runs its " << blas.running << " kernels, but this CPU runs " << blas.best
-       << "'s (wider vectors, several times the GEMM rate): set OPENBLAS_CORETYPE=" << blas.best
-       << " before starting the program (the lsf tool does this itself)\n";
+    os << "          " << blas_core_advice(blas) << "\n";
   } else if (!blas.forced.empty()) {
     os << "          OPENBLAS_CORETYPE=" << blas.forced << " (kernels: " << blas.running << ")"
        << (std::getenv("LSF_BLAS_REEXEC") ? ", set as the program started: OpenBLAS's own choice for this CPU was weaker" : "")

@@ -36,3 +36,27 @@ TEST_CASE("blas_core: this process's choice is consistent, and build_info names 
   INFO("OpenBLAS runs " << c.running << ", the CPU's best is " << (c.best.empty() ? "(none known)" : c.best));
   CHECK(info.find(c.running) != std::string::npos);
 }
+
+TEST_CASE("blas_core: the advice names the fix, and an environment that forces weaker kernels") {
+  lsf::BlasCoreChoice fine;
+  fine.running = "SkylakeX";
+  fine.best = "SkylakeX";
+  CHECK(lsf::blas_core_advice(fine).empty());
+
+  lsf::BlasCoreChoice generic;  // a CPU newer than the OpenBLAS release: its fallback core
+  generic.running = "Prescott";
+  generic.best = "Cooperlake";
+  generic.upgrade = true;
+  const std::string fix = lsf::blas_core_advice(generic);
+  CHECK(fix.find("OpenBLAS runs its Prescott kernels") != std::string::npos);
+  CHECK(fix.find("set OPENBLAS_CORETYPE=Cooperlake") != std::string::npos);
+  CHECK(fix.find("in the environment") == std::string::npos);
+
+  lsf::BlasCoreChoice forced = generic;  // the user's shell chose the weaker kernels
+  forced.running = "Haswell";
+  forced.forced = "Haswell";
+  const std::string held = lsf::blas_core_advice(forced);
+  CHECK(held.find("OPENBLAS_CORETYPE=Haswell in the environment holds OpenBLAS to its Haswell kernels") !=
+        std::string::npos);
+  CHECK(held.find("set OPENBLAS_CORETYPE=Cooperlake or unset it") != std::string::npos);
+}

@@ -51,6 +51,10 @@ int main(int argc, char** argv) {
   // OpenBLAS chose its kernels when it was loaded; on a CPU newer than it knows it falls back to
   // generic ones several times slower. Start again with the right ones (engine/blas_core.h).
   lsf::reexec_with_best_blas_core(argv);
+  // Still on weaker kernels: the environment chose them (OPENBLAS_CORETYPE) or the restart
+  // failed. Run as asked, but say once what it costs.
+  if (const std::string advice = lsf::blas_core_advice(lsf::blas_core_choice()); !advice.empty())
+    std::cerr << "lsf: note: " << advice << "\n";
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     usage(argc < 2 ? std::cerr : std::cout);
     return argc < 2 ? 2 : 0;
