@@ -3,6 +3,7 @@
 #include <cstring>
 #include <functional>
 #include <iostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -51,10 +52,6 @@ int main(int argc, char** argv) {
   // OpenBLAS chose its kernels when it was loaded; on a CPU newer than it knows it falls back to
   // generic ones several times slower. Start again with the right ones (engine/blas_core.h).
   lsf::reexec_with_best_blas_core(argv);
-  // Still on weaker kernels: the environment chose them (OPENBLAS_CORETYPE) or the restart
-  // failed. Run as asked, but say once what it costs.
-  if (const std::string advice = lsf::blas_core_advice(lsf::blas_core_choice()); !advice.empty())
-    std::cerr << "lsf: note: " << advice << "\n";
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     usage(argc < 2 ? std::cerr : std::cout);
     return argc < 2 ? 2 : 0;
@@ -69,6 +66,13 @@ int main(int argc, char** argv) {
         return 0;
       }
     }
+    // Still on weaker kernels for a command that computes: the environment chose them
+    // (OPENBLAS_CORETYPE) or the restart failed. Run as asked, but say once what it costs
+    // (`lsf info` says it in its BLAS line).
+    static const std::set<std::string> computes = {"train", "eval", "generate", "bench"};
+    if (computes.count(c.name))
+      if (const std::string advice = lsf::blas_core_advice(lsf::blas_core_choice()); !advice.empty())
+        std::cerr << "lsf " << c.name << ": note: " << advice << "\n";
     try {
       return c.run(args);
     } catch (const lsf::cli::UsageError& e) {  // bad flags: exit 2 with the usage
