@@ -14,6 +14,7 @@
 #include <array>
 #include <cstdint>
 #include <numeric>
+#include <omp.h>
 #include <utility>
 #include <vector>
 
@@ -81,16 +82,6 @@ void for_each_run(const std::array<const Tensor*, N>& ts, RunFn&& fn) {
   const size_t nd = r.shape.size();
   std::array<int64_t, N> inner;
   for (size_t k = 0; k < N; ++k) inner[k] = r.strides[k][nd - 1];
-  auto do_row = [&](int64_t row) {
-    std::array<char*, N> p = r.data;
-    int64_t rem = row;
-    for (size_t d = nd - 1; d-- > 0;) {
-      int64_t i = rem % r.shape[d];
-      rem /= r.shape[d];
-      for (size_t k = 0; k < N; ++k) p[k] += i * r.strides[k][d];
-    }
-    fn(p, inner, n);
-  };
   if (rows == 1 && n >= 2 * kParallelGrain) {
     // One long run: split it into chunks across threads.
     const int64_t chunk = kParallelGrain;
@@ -103,8 +94,45 @@ void for_each_run(const std::array<const Tensor*, N>& ts, RunFn&& fn) {
     }
     return;
   }
-#pragma omp parallel for schedule(static) if (rows * n >= kParallelGrain && rows > 1)
-  for (int64_t row = 0; row < rows; ++row) do_row(row);
+  // Rows [begin, end): the first row's pointers from its multi-index (divisions), then an
+  // odometer over the outer dims. Why: runs can be short (32 floats of one head of a [B, n, h, e]
+  // tensor), and a division per dim per run cost more than the run's arithmetic.
+  auto do_rows = [&](int64_t begin, int64_t end) {
+    if (begin >= end) return;
+    const size_t outer = nd - 1;
+    std::array<char*, N> p = r.data;
+    Shape index(outer, 0);
+    int64_t rem = begin;
+    for (size_t d = outer; d-- > 0;) {
+      index[d] = rem % r.shape[d];
+      rem /= r.shape[d];
+      for (size_t k = 0; k < N; ++k) p[k] += index[d] * r.strides[k][d];
+    }
+    for (int64_t row = begin;;) {
+      fn(p, inner, n);
+      if (++row == end) return;
+      for (size_t d = outer; d-- > 0;) {  // the next row: carry through the outer dims
+        if (++index[d] < r.shape[d]) {
+          for (size_t k = 0; k < N; ++k) p[k] += r.strides[k][d];
+          break;
+        }
+        index[d] = 0;
+        for (size_t k = 0; k < N; ++k) p[k] -= (r.shape[d] - 1) * r.strides[k][d];
+      }
+    }
+  };
+  if (rows * n < kParallelGrain || rows == 1) {
+    do_rows(0, rows);
+    return;
+  }
+#pragma omp parallel
+  {
+    // The static schedule's split: thread t takes one contiguous block of rows.
+    const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t base = rows / threads, extra = rows % threads;
+    const int64_t begin = t * base + std::min(t, extra);
+    do_rows(begin, begin + base + (t < extra ? 1 : 0));
+  }
 }
 
 namespace detail {
