@@ -70,6 +70,34 @@ TEST_CASE("elementwise kernels write permuted and strided outputs element for el
   }
 }
 
+TEST_CASE("elementwise loops over short runs split over threads visit every row once", "[binary]") {
+  // dst: a head-split permute of a [B, n, h, e] buffer; src: a narrowed [B, h, n, 2e] one. The
+  // loop then runs e = 16 elements at a time over B·h·n = 15465 rows, enough for the parallel
+  // path; an odd count, so the threads' shares differ by one, and each share carries its row
+  // odometer through two outer dims (ops/cpu/loops.h). Small integers: every sum is exact.
+  const int64_t B = 5, n = 1031, h = 3, e = 16;
+  const TensorOptions f32(kF32);
+  const Tensor src = arange(0.0, double(B * h * n * 2 * e), 1.0, f32).view({B, h, n, 2 * e}).narrow(3, 0, e);
+  std::vector<float> want(size_t(B * n * h * e));  // in the [B, n, h, e] buffer's order
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t k = 0; k < h; ++k)
+        for (int64_t i = 0; i < e; ++i) {
+          const int64_t at = ((b * n + t) * h + k) * e + i;
+          want[size_t(at)] = float(at + ((b * h + k) * n + t) * 2 * e + i);
+        }
+  for (int threads : {1, 2, 3}) {
+    INFO(threads << " threads");
+    test::ThreadCount scope(threads);
+    const Tensor buffer = arange(0.0, double(B * n * h * e), 1.0, f32).view({B, n, h, e});
+    add_inplace_kernel(kCPU, buffer.permute({0, 2, 1, 3}), src);
+    CHECK(buffer.to_vector<float>() == want);
+    // Out of place: the result takes the first input's layout, the same loop.
+    const Tensor sum = add(arange(0.0, double(B * n * h * e), 1.0, f32).view({B, n, h, e}).permute({0, 2, 1, 3}), src);
+    CHECK(sum.permute({0, 2, 1, 3}).contiguous().to_vector<float>() == want);
+  }
+}
+
 TEST_CASE("binary ops reject incompatible shapes, dtypes and undefined tensors", "[binary]") {
   Tensor a = zeros({2, 3}), b = zeros({4, 3});
   CHECK_THROWS_WITH(add(a, b), Catch::Contains("add") && Catch::Contains("{2, 3}") && Catch::Contains("{4, 3}"));
