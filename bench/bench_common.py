@@ -212,24 +212,22 @@ def runner_env(args, tool):
             print(f"{tool}: --env expects NAME=VALUE, got {item!r}", file=sys.stderr)
             sys.exit(2)
         env[name] = value
+    upgrade = blas_core_upgrade(env)
     if "OPENBLAS_CORETYPE" in env:
         # Kept, as the user chose it; but inherited from the shell it is recorded like an --env
         # (it decides both sides' GEMM kernels), and a weaker core than the CPU runs is named.
         if not any(item.startswith("OPENBLAS_CORETYPE=") for item in args.env):
             args.env.append(f"OPENBLAS_CORETYPE={env['OPENBLAS_CORETYPE']}")
-        upgrade = blas_core_upgrade(env)
         if upgrade:
             print(f"{tool}: warning: OPENBLAS_CORETYPE={env['OPENBLAS_CORETYPE']} holds both sides to OpenBLAS's "
                   f"{upgrade[0]} kernels, but this CPU runs {upgrade[1]}'s (several times the GEMM rate): "
                   f"set OPENBLAS_CORETYPE={upgrade[1]} or unset it to measure at the machine's limit",
                   file=sys.stderr)
-    else:
-        upgrade = blas_core_upgrade(env)
-        if upgrade:
-            env["OPENBLAS_CORETYPE"] = upgrade[1]
-            args.env.append(f"OPENBLAS_CORETYPE={upgrade[1]}")
-            print(f"{tool}: OpenBLAS would run its {upgrade[0]} kernels on this CPU; both sides run with "
-                  f"OPENBLAS_CORETYPE={upgrade[1]}", file=sys.stderr)
+    elif upgrade:
+        env["OPENBLAS_CORETYPE"] = upgrade[1]
+        args.env.append(f"OPENBLAS_CORETYPE={upgrade[1]}")
+        print(f"{tool}: OpenBLAS would run its {upgrade[0]} kernels on this CPU; both sides run with "
+              f"OPENBLAS_CORETYPE={upgrade[1]}", file=sys.stderr)
     return env
 
 

@@ -3,7 +3,6 @@
 #include <cstring>
 #include <functional>
 #include <iostream>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -18,17 +17,18 @@ struct Command {
   const char* summary;
   std::function<int(const std::vector<std::string>&)> run;
   std::function<void(std::ostream&)> usage;  // the command's flags
+  bool computes = false;  // trains or evaluates models: slow OpenBLAS kernels are worth a note
 };
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
-      {"train", "train a model from a JSON config (configs/)", lsf::cli::run_train, lsf::cli::train_usage},
-      {"eval", "evaluate a training checkpoint on the dev or test split", lsf::cli::run_eval, lsf::cli::eval_usage},
+      {"train", "train a model from a JSON config (configs/)", lsf::cli::run_train, lsf::cli::train_usage, true},
+      {"eval", "evaluate a training checkpoint on the dev or test split", lsf::cli::run_eval, lsf::cli::eval_usage, true},
       {"generate", "continue a prompt with a char-LM checkpoint (lsf generate --checkpoint C --prompt TEXT)",
-       lsf::cli::run_generate, lsf::cli::generate_usage},
+       lsf::cli::run_generate, lsf::cli::generate_usage, true},
       {"data", "write a dataset (lsf data listops --out DIR, lsf data text --from PATH --out DIR)", lsf::cli::run_data, lsf::cli::data_usage},
       {"bench", "time a config's training steps on this machine, next to its sgemm rate and bandwidth",
-       lsf::cli::run_bench, lsf::cli::bench_usage},
+       lsf::cli::run_bench, lsf::cli::bench_usage, true},
       {"info", "print version, build options, BLAS, threads, CPU kernels and devices; --model CONFIG: parameters and GFLOPs",
        lsf::cli::run_info, lsf::cli::info_usage},
       {"plot", "draw the training and dev curves of runs as SVG (lsf plot RUN [RUN ...] --out curves.svg)",
@@ -69,8 +69,7 @@ int main(int argc, char** argv) {
     // Still on weaker kernels for a command that computes: the environment chose them
     // (OPENBLAS_CORETYPE) or the restart failed. Run as asked, but say once what it costs
     // (`lsf info` says it in its BLAS line).
-    static const std::set<std::string> computes = {"train", "eval", "generate", "bench"};
-    if (computes.count(c.name))
+    if (c.computes)
       if (const std::string advice = lsf::blas_core_advice(lsf::blas_core_choice()); !advice.empty())
         std::cerr << "lsf " << c.name << ": note: " << advice << "\n";
     try {
