@@ -50,13 +50,16 @@ BlasCoreChoice blas_core_choice() {
   return c;
 }
 
-std::string blas_core_advice(const BlasCoreChoice& c) {
+std::string blas_core_advice(const BlasCoreChoice& c, BlasAdviceFor reader) {
   if (!c.upgrade) return "";
   const std::string why = "this CPU runs " + c.best + "'s (wider vectors, several times the GEMM rate)";
   if (!c.forced.empty())
     return "OPENBLAS_CORETYPE=" + c.forced + " in the environment holds OpenBLAS to its " + c.running +
            " kernels, but " + why + ": set OPENBLAS_CORETYPE=" + c.best +
            " or unset it (the lsf tool and the benchmarks then choose the best kernels themselves)";
+  if (reader == BlasAdviceFor::RestartedProgram)
+    return "OpenBLAS runs its " + c.running + " kernels, but " + why + ": the restart with OPENBLAS_CORETYPE=" +
+           c.best + " did not happen, so set it before starting the program";
   return "OpenBLAS runs its " + c.running + " kernels, but " + why + ": set OPENBLAS_CORETYPE=" + c.best +
          " before starting the program (the lsf tool and the benchmarks do this themselves)";
 }

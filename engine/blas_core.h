@@ -36,10 +36,15 @@ std::string best_blas_core(bool x86_64_v4, bool avx512_bf16, bool x86_64_v3);
 // names its core; upgrade is then false).
 BlasCoreChoice blas_core_choice();
 
+// Who reads the advice: any program (build_info), or a program that has already tried to
+// restart itself on the best core (reexec_with_best_blas_core), which is still on the weaker
+// one when the restart failed.
+enum class BlasAdviceFor { AnyProgram, RestartedProgram };
+
 // What to do about a weaker core, in one sentence for a person ("" when c.upgrade is false):
 // set OPENBLAS_CORETYPE to c.best; where the environment already holds OpenBLAS to the weaker
 // core (c.forced), it says so, because the lsf tool and the benchmarks then keep that choice.
-std::string blas_core_advice(const BlasCoreChoice& c);
+std::string blas_core_advice(const BlasCoreChoice& c, BlasAdviceFor reader = BlasAdviceFor::AnyProgram);
 
 // For a program's main(), before it does anything else: when OpenBLAS runs a weaker core than
 // the CPU supports and OPENBLAS_CORETYPE is unset, re-executes the program (/proc/self/exe, the

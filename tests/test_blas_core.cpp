@@ -51,6 +51,13 @@ TEST_CASE("blas_core: the advice names the fix, and an environment that forces w
   CHECK(fix.find("OpenBLAS runs its Prescott kernels") != std::string::npos);
   CHECK(fix.find("set OPENBLAS_CORETYPE=Cooperlake") != std::string::npos);
   CHECK(fix.find("in the environment") == std::string::npos);
+  CHECK(fix.find("do this themselves") != std::string::npos);
+  // Printed by a program whose own restart on the best kernels did not happen: it says that,
+  // not that it does the restart itself.
+  const std::string after_restart = lsf::blas_core_advice(generic, lsf::BlasAdviceFor::RestartedProgram);
+  CHECK(after_restart.find("OpenBLAS runs its Prescott kernels") != std::string::npos);
+  CHECK(after_restart.find("the restart with OPENBLAS_CORETYPE=Cooperlake did not happen") != std::string::npos);
+  CHECK(after_restart.find("do this themselves") == std::string::npos);
 
   lsf::BlasCoreChoice forced = generic;  // the user's shell chose the weaker kernels
   forced.running = "Haswell";
@@ -59,4 +66,6 @@ TEST_CASE("blas_core: the advice names the fix, and an environment that forces w
   CHECK(held.find("OPENBLAS_CORETYPE=Haswell in the environment holds OpenBLAS to its Haswell kernels") !=
         std::string::npos);
   CHECK(held.find("set OPENBLAS_CORETYPE=Cooperlake or unset it") != std::string::npos);
+  // A forced core is the user's choice, whoever reads it.
+  CHECK(lsf::blas_core_advice(forced, lsf::BlasAdviceFor::RestartedProgram) == held);
 }

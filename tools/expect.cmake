@@ -1,6 +1,7 @@
 # Runs a command and checks its exit status and output (CTest's PASS_REGULAR_EXPRESSION alone
 # ignores the status). Usage, as a test command:
 #   cmake -DEXPECT_RC=1 "-DEXPECT_RE=unknown key" -P expect.cmake <program> <args>...
+# EXPECT_NOT_RE, when given, must not match the output.
 set(command "")
 set(take OFF)
 math(EXPR last "${CMAKE_ARGC} - 1")
@@ -18,4 +19,7 @@ if(NOT rc EQUAL EXPECT_RC)
 endif()
 if(DEFINED EXPECT_RE AND NOT "${out}${err}" MATCHES "${EXPECT_RE}")
   message(FATAL_ERROR "the output does not match '${EXPECT_RE}'")
+endif()
+if(DEFINED EXPECT_NOT_RE AND "${out}${err}" MATCHES "${EXPECT_NOT_RE}")
+  message(FATAL_ERROR "the output matches '${EXPECT_NOT_RE}', which it must not")
 endif()

@@ -68,9 +68,10 @@ int main(int argc, char** argv) {
     }
     // Still on weaker kernels for a command that computes: the environment chose them
     // (OPENBLAS_CORETYPE) or the restart failed. Run as asked, but say once what it costs
-    // (`lsf info` says it in its BLAS line).
-    if (c.computes)
-      if (const std::string advice = lsf::blas_core_advice(lsf::blas_core_choice()); !advice.empty())
+    // (`lsf info` says it in its BLAS line): once per job, so under a launcher only rank 0 does.
+    if (c.computes && lsf::dist::detect_launch_environment().rank == 0)
+      if (const std::string advice = lsf::blas_core_advice(lsf::blas_core_choice(), lsf::BlasAdviceFor::RestartedProgram);
+          !advice.empty())
         std::cerr << "lsf " << c.name << ": note: " << advice << "\n";
     try {
       return c.run(args);
