@@ -108,18 +108,8 @@ void check_toy(const std::string& source, const train::RunConfig& c) {
   LSF_CHECK(s.points >= 1) << source << ": 'data.points' must be ≥ 1, got " << s.points;
 }
 
-[[maybe_unused]] const bool kToyRegistered = (train::register_task_family(train::TaskFamily{
-                                                  .name = "toy",
-                                                  .tasks = {"toy_regression"},
-                                                  .default_sections = [](const std::string&) -> std::unique_ptr<train::TaskSections> {
-                                                    return std::make_unique<ToySections>();
-                                                  },
-                                                  .validate = check_toy,
-                                                  .check_data_paths = [](const train::RunConfig&) {},
-                                                  .make = [](const train::RunConfig& c) -> std::unique_ptr<train::Task> {
-                                                    return std::make_unique<ToyTask>(c);
-                                                  }}),
-                                              true);
+[[maybe_unused]] const bool kToyRegistered =
+    train::register_task_family(train::task_family_of<ToySections, ToyTask>("toy", {"toy_regression"}, check_toy));
 
 const std::string kToy = R"({
   "data": {"task": "toy_regression", "points": 32},
@@ -198,15 +188,7 @@ TEST_CASE("the family's sections are checked like the common ones", "[train][tas
                         Contains("\"imagenet\""));
   CHECK_THROWS_WITH(train::parse_config(R"({"data": {"task": 3}})"), Contains("'data.task' must be a string"));
   // A family may not take a task name another one serves.
-  CHECK_THROWS_WITH(train::register_task_family(train::TaskFamily{
-                        .name = "copycat",
-                        .tasks = {"listops"},
-                        .default_sections = [](const std::string&) -> std::unique_ptr<train::TaskSections> {
-                          return std::make_unique<ToySections>();
-                        },
-                        .validate = check_toy,
-                        .check_data_paths = [](const train::RunConfig&) {},
-                        .make = [](const train::RunConfig& c) -> std::unique_ptr<train::Task> { return std::make_unique<ToyTask>(c); }}),
+  CHECK_THROWS_WITH(train::register_task_family(train::task_family_of<ToySections, ToyTask>("copycat", {"listops"})),
                     Contains("'listops'") && Contains("already served by family 'lra'"));
   // The config of another family is not this one's.
   CHECK_THROWS_WITH(train::lra_sections(train::parse_config(kToy)), Contains("toy_regression"));

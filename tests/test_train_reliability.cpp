@@ -91,18 +91,8 @@ class FaultTask final : public train::Task {
   FaultSections s_;
 };
 
-[[maybe_unused]] const bool kRegistered = (train::register_task_family(train::TaskFamily{
-                                               .name = "faults",
-                                               .tasks = {"fault_regression"},
-                                               .default_sections = [](const std::string&) -> std::unique_ptr<train::TaskSections> {
-                                                 return std::make_unique<FaultSections>();
-                                               },
-                                               .validate = [](const std::string&, const train::RunConfig&) {},
-                                               .check_data_paths = [](const train::RunConfig&) {},
-                                               .make = [](const train::RunConfig& c) -> std::unique_ptr<train::Task> {
-                                                 return std::make_unique<FaultTask>(c);
-                                               }}),
-                                           true);
+[[maybe_unused]] const bool kRegistered =
+    train::register_task_family(train::task_family_of<FaultSections, FaultTask>("faults", {"fault_regression"}));
 
 const std::string kFaults = R"({
   "data": {"task": "fault_regression"},

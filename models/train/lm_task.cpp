@@ -433,18 +433,8 @@ class LmTask final : public Task {
 };
 
 // The family's registration: one task, "lm".
-[[maybe_unused]] const bool kRegistered = (register_task_family(TaskFamily{
-                                               .name = "lm",
-                                               .tasks = {"lm"},
-                                               .default_sections = [](const std::string&) -> std::unique_ptr<TaskSections> {
-                                                 return std::make_unique<LmSections>();
-                                               },
-                                               .validate = validate_lm,
-                                               .check_data_paths = check_lm_data_paths,
-                                               .make = [](const RunConfig& c) -> std::unique_ptr<Task> {
-                                                 return std::make_unique<LmTask>(c);
-                                               }}),
-                                           true);
+[[maybe_unused]] const bool kRegistered =
+    register_task_family(task_family_of<LmSections, LmTask>("lm", {"lm"}, validate_lm, check_lm_data_paths));
 
 }  // namespace
 

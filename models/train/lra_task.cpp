@@ -546,18 +546,8 @@ class LraTask final : public Task {
 };
 
 // The family's registration: the five LRA tasks.
-[[maybe_unused]] const bool kRegistered = (register_task_family(TaskFamily{
-                                               .name = "lra",
-                                               .tasks = kLraTasks,
-                                               .default_sections = [](const std::string&) -> std::unique_ptr<TaskSections> {
-                                                 return std::make_unique<LraSections>();
-                                               },
-                                               .validate = validate_lra,
-                                               .check_data_paths = check_lra_data_paths,
-                                               .make = [](const RunConfig& c) -> std::unique_ptr<Task> {
-                                                 return std::make_unique<LraTask>(c);
-                                               }}),
-                                           true);
+[[maybe_unused]] const bool kRegistered =
+    register_task_family(task_family_of<LraSections, LraTask>("lra", kLraTasks, validate_lra, check_lra_data_paths));
 
 }  // namespace
 

@@ -68,7 +68,7 @@ void Task::restore_state(const NamedTensors& tensors) {
 
 MemoryEstimate Task::estimate_memory(MemoryUse) const { return {}; }
 
-void register_task_family(TaskFamily family) {
+bool register_task_family(TaskFamily family) {
   LSF_CHECK(!family.tasks.empty()) << "register_task_family: family '" << family.name << "' serves no task";
   LSF_CHECK(family.default_sections && family.validate && family.check_data_paths && family.make)
       << "register_task_family: family '" << family.name << "' lacks a function";
@@ -78,6 +78,7 @@ void register_task_family(TaskFamily family) {
                                       << "' is already served by family '" << it->second.name << "'";
   }
   for (const std::string& t : family.tasks) registry().emplace(t, family);
+  return true;
 }
 
 const TaskFamily& task_family(const std::string& task) {

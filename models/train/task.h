@@ -231,8 +231,24 @@ struct TaskFamily {
   std::function<std::unique_ptr<Task>(const RunConfig& config)> make;
 };
 
-// Registers a family (from a static initialiser); a task name served twice is an error.
-void register_task_family(TaskFamily family);
+// Registers a family; a task name served twice is an error. Returns true, so that a static
+// initialiser registers it: [[maybe_unused]] const bool kRegistered = register_task_family(...);
+bool register_task_family(TaskFamily family);
+
+// The usual family: the sections are a default Sections for every task it serves, a task is
+// TaskT(config). validate and check_data_paths default to checking nothing.
+template <typename Sections, typename TaskT>
+TaskFamily task_family_of(std::string name, std::vector<std::string> tasks,
+                          std::function<void(const std::string& source, const RunConfig& config)> validate = {},
+                          std::function<void(const RunConfig& config)> check_data_paths = {}) {
+  return TaskFamily{
+      .name = std::move(name),
+      .tasks = std::move(tasks),
+      .default_sections = [](const std::string&) -> std::unique_ptr<TaskSections> { return std::make_unique<Sections>(); },
+      .validate = validate ? std::move(validate) : [](const std::string&, const RunConfig&) {},
+      .check_data_paths = check_data_paths ? std::move(check_data_paths) : [](const RunConfig&) {},
+      .make = [](const RunConfig& config) -> std::unique_ptr<Task> { return std::make_unique<TaskT>(config); }};
+}
 // The family serving `task`; throws listing every known task when there is none.
 const TaskFamily& task_family(const std::string& task);
 // Every registered data.task value, sorted.

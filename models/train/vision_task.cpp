@@ -525,18 +525,8 @@ class VisionTask final : public Task {
 };
 
 // The family's registration: one task, "image".
-[[maybe_unused]] const bool kRegistered = (register_task_family(TaskFamily{
-                                               .name = "vision",
-                                               .tasks = {kTask},
-                                               .default_sections = [](const std::string&) -> std::unique_ptr<TaskSections> {
-                                                 return std::make_unique<VisionSections>();
-                                               },
-                                               .validate = validate_vision,
-                                               .check_data_paths = check_vision_data_paths,
-                                               .make = [](const RunConfig& c) -> std::unique_ptr<Task> {
-                                                 return std::make_unique<VisionTask>(c);
-                                               }}),
-                                           true);
+[[maybe_unused]] const bool kRegistered = register_task_family(
+    task_family_of<VisionSections, VisionTask>("vision", {kTask}, validate_vision, check_vision_data_paths));
 
 }  // namespace
 
