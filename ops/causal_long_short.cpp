@@ -9,6 +9,7 @@
 #include "lsformer/ops/kernels/causal_long_short.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <vector>
 
@@ -56,6 +57,8 @@ Sizes check_inputs(const char* op, const CausalLongShortInputs& in, const Causal
   LSF_CHECK(g.chunk_length >= 1 && g.rank >= 1 && g.memory_chunks >= 0)
       << op << ": chunk length " << g.chunk_length << " and rank " << g.rank
       << " must be ≥ 1 and memory chunks " << g.memory_chunks << " ≥ 0";
+  LSF_CHECK(std::isfinite(g.q_scale) && g.q_scale > 0)
+      << op << ": q_scale must be finite and > 0, got " << g.q_scale;
   LSF_CHECK(in.q.dim() == 4) << op << ": q must be [B, h, M, e], got shape " << in.q.shape();
   Sizes s{in.q.size(0), in.q.size(1), in.q.size(2), in.q.size(3), 0, 0};
   LSF_CHECK(in.rw.dim() == 3 && in.rw.size(0) == s.h && in.rw.size(2) == s.e && in.rw.size(1) >= 1)
@@ -162,12 +165,13 @@ Tensor causal_long_short_attention_probabilities(const CausalLongShortInputs& in
   Tensor hidden_mask = tensor(hidden, {M, Nc}).to(device);
 
   Tensor k_band = index_select(in.kw, 2, band_rows(M, w, device)).view({B, h, M, w, e});
-  Tensor qu = add(in.q, in.u.view({1, h, 1, e}));
-  Tensor qv = add(in.q, in.v.view({1, h, 1, e}));
+  const Tensor q = g.q_scale == 1.0 ? in.q : mul(in.q, g.q_scale);  // q̂
+  Tensor qu = add(q, in.u.view({1, h, 1, e}));
+  Tensor qv = add(q, in.v.view({1, h, 1, e}));
   Tensor window = add(sum(mul(qu.unsqueeze(3), k_band), {-1}),                 // [B, h, M, w]
                       matmul(qv, in.rw.transpose(1, 2).unsqueeze(0)));
-  Tensor content = matmul(in.q, in.kc.transpose(2, 3));                         // [B, h, M, Nc]
-  Tensor positions = gather(matmul(in.q, in.rc.transpose(1, 2).unsqueeze(0)), 3, position_index);
+  Tensor content = matmul(q, in.kc.transpose(2, 3));                            // [B, h, M, Nc]
+  Tensor positions = gather(matmul(q, in.rc.transpose(1, 2).unsqueeze(0)), 3, position_index);
   Tensor compressed = masked_fill(add(content, positions), hidden_mask, -std::numeric_limits<double>::infinity());
   return softmax(cat({compressed, window}, 3), 3);
 }

@@ -17,7 +17,8 @@
 // row is ever fully masked.
 //
 // Inputs (one dtype f32/f64, one device):
-//   q  [B, h, M, e]     the query already scaled by e^{-1/2} (q̂)
+//   q  [B, h, M, e]     the query; q̂ = q_scale·q (q_scale = e^{-1/2} in the model, applied
+//                       inside the op: no scaled copy of q, no pass over its gradient)
 //   kw, vw [B, h, w+M, e]  window keys/values: the last w memory rows then the block, LN_L applied
 //   u, v [h, e]          Transformer-XL content (r_w_bias) and position (r_r_bias) biases
 //   rw [h, w, e]         the projected window encodings R W_R, row j ↔ distance w−1−j
@@ -34,6 +35,7 @@ struct CausalLongShortGeometry {
   int64_t chunk_length = 16;  // l
   int64_t rank = 1;           // r
   int64_t memory_chunks = 0;  // Nm = C / l
+  double q_scale = 1.0;       // q̂ = q_scale·q (finite, > 0)
 };
 
 // The op's inputs, in the order above (kernel arguments). Any strides with the feature (last)

@@ -109,6 +109,55 @@ TEST_CASE("causal LS op: fused gradients equal the composed op's", "[causal_long
   }
 }
 
+TEST_CASE("causal LS op: q_scale scales the queries inside the op, forward and gradients", "[causal_long_short]") {
+  // q_scale = s computes with q̂ = s·q: equal to the op on s·q with scale 1, the oracle's
+  // function of s·q; gradients: dq is s times the gradient for s·q, the other inputs' equal.
+  const double s = 0.37;
+  for (const OpSizes& z : {kGeometries[0], kGeometries[3], kGeometries[4]}) {
+    INFO("M " << z.M << " w " << z.w << " l " << z.l << " r " << z.r << " Nm " << z.Nm);
+    CausalLongShortGeometry scaled = z.geometry();
+    scaled.q_scale = s;
+    for (DType dt : {kF64, kF32}) {
+      const CausalLongShortInputs in = random_inputs(z, dt, 31 + uint64_t(z.M));
+      CausalLongShortInputs pre = in;
+      pre.q = mul(in.q, s);
+      const auto want = op_oracle(pre, z.geometry());
+      const double t = tol(dt, z.Nc() + z.w + 2 * z.e + 1);  // as above, and the scaling's rounding
+      test::check_close(causal_long_short_attention(in, scaled), want, t, t);
+      test::check_close(causal_long_short_attention_composed(in, scaled), want, t, t);
+    }
+    CausalLongShortInputs a = random_inputs(z, kF64, 33, true), b = random_inputs(z, kF64, 33);
+    const Tensor bq = mul(b.q, s).detach().requires_grad_(true);
+    TensorList lb = as_list(b);
+    lb[0] = bq;
+    for (size_t i = 1; i < lb.size(); ++i) lb[i].requires_grad_(true);
+    const Tensor dout = randn_f64({z.B, z.h, z.M, z.e}, 34);
+    causal_long_short_attention(a, scaled).backward(dout);
+    causal_long_short_attention(from_list(lb), z.geometry()).backward(dout);
+    const double t = tol(kF64, z.M * (z.Nc() + z.w) + 2 * z.e + 1);
+    const TensorList la = as_list(a);
+    test::check_close(la[0].grad(), mul(bq.grad(), s), t, t);
+    for (size_t i = 1; i < la.size(); ++i) {
+      INFO("input " << i);
+      test::check_close(la[i].grad(), lb[i].grad(), t, t);
+    }
+  }
+  // The f64 gradcheck with a scale (the scale enters dq, dK̄ and drc).
+  const OpSizes small{1, 2, 4, 2, 2, 2, 2, 2};
+  CausalLongShortGeometry g = small.geometry();
+  g.q_scale = s;
+  CausalLongShortInputs in = random_inputs(small, kF64, 35, true);
+  auto result = testing::gradcheck([g](const TensorList& x) { return causal_long_short_attention(from_list(x), g); },
+                                   as_list(in));
+  INFO(result.message);
+  CHECK(result.ok);
+  // A scale that is not a finite positive number is refused.
+  for (double bad : {0.0, -1.0, std::nan("")}) {
+    g.q_scale = bad;
+    CHECK_THROWS_WITH(causal_long_short_attention(in, g), Catch::Contains("q_scale must be finite and > 0"));
+  }
+}
+
 TEST_CASE("causal LS op: gradients of a subset of inputs, and results independent of the thread count",
           "[causal_long_short]") {
   // Several query tiles and B·h = 6 (batch, head) tasks: large enough that the kernels run

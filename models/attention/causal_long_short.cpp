@@ -177,7 +177,8 @@ Tensor CausalLongShortAttention::forward(const Tensor& x, const AttentionArgs& a
   // projected once for the window (step 4) and the block compression (step 5). One op for the
   // three projections of x: their gradients for x sum in one buffer.
   const TensorList qkv = forward_linears(x, {proj_query.get(), proj_key.get(), proj_val.get()});
-  Tensor q = mul(split_heads(qkv[0], h), 1.0 / std::sqrt(double(e)));
+  Tensor q = split_heads(qkv[0], h);  // unscaled: the core applies e^{-1/2} (q_scale)
+  const double q_scale = 1.0 / std::sqrt(double(e));
   Tensor kb = qkv[1], vb = qkv[2];
   // Steps 2, 5, 6: compressed keys/values, memory chunks first.
   Compressed mem = compress_memory(xm);
@@ -196,11 +197,11 @@ Tensor CausalLongShortAttention::forward(const Tensor& x, const AttentionArgs& a
   Tensor rc = r_net_chunk->forward(chunk).view({Nc, h, e}).permute({1, 0, 2});
 
   CausalLongShortInputs in{q, kw, vw, r_w_bias.view({h, e}), r_r_bias.view({h, e}), rw, kc, vc, rc};
-  CausalLongShortGeometry g{l, o.rank, C / l};
+  CausalLongShortGeometry g{l, o.rank, C / l, q_scale};
   Tensor ctx = o.fused ? causal_long_short_attention(in, g) : causal_long_short_attention_composed(in, g);
   if (capturing(this)) {
     NoGradGuard no_grad;  // for looking at: no graph behind what only the capture needs
-    capture(this, "q", q);
+    capture(this, "q", mul(q, q_scale));  // the scaled queries the logits are formed from
     capture(this, "kc", kc);
     capture(this, "vc", vc);
     capture(this, "proj", cat({chunk_scores(xm), chunk_scores(x)}, 2));  // [B, h, C/l + M/l, r, l]
