@@ -249,6 +249,7 @@ TaskFamily task_family_of(std::string name, std::vector<std::string> tasks,
       .check_data_paths = check_data_paths ? std::move(check_data_paths) : [](const RunConfig&) {},
       .make = [](const RunConfig& config) -> std::unique_ptr<Task> { return std::make_unique<TaskT>(config); }};
 }
+
 // The family serving `task`; throws listing every known task when there is none.
 const TaskFamily& task_family(const std::string& task);
 // Every registered data.task value, sorted.

@@ -101,14 +101,14 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a
 template <typename T>
 struct View {
   int64_t B, H, M, e, w, Nc, l, r, Nm, Lq;
-  T s;  // q̂ = s·q
+  T q_scale;  // q̂ = q_scale·q
   int64_t ldw, ldc, ldr;  // panel row lengths: Kwᵀ/Vwᵀ, K̄ᵀ/V̄ᵀ/rcᵀ, rwᵀ
   Rows<const T> q, kw, vw, u, v, rw, kc, vc, rc;
 
   View(const CausalLongShortInputs& in, const CausalLongShortGeometry& g)
       : B(in.q.size(0)), H(in.q.size(1)), M(in.q.size(2)), e(in.q.size(3)), w(in.rw.size(1)),
         Nc(in.kc.size(2)), l(g.chunk_length), r(g.rank), Nm(g.memory_chunks),
-        Lq(std::max(g.chunk_length, round_up(kTileQueries, g.chunk_length))), s(T(g.q_scale)),
+        Lq(std::max(g.chunk_length, round_up(kTileQueries, g.chunk_length))), q_scale(T(g.q_scale)),
         // A tile reads panel columns [t0 + 1, t0 + 1 + round_up(nk)) ⊂ [0, M + w + kAlign).
         ldw(round_up(M + w + kAlign, kAlign)), ldc(round_up(std::max<int64_t>(Nc, 1), kAlign)),
         ldr(round_up(w, kAlign)), q(in.q), kw(in.kw), vw(in.vw), u(in.u), v(in.v), rw(in.rw), kc(in.kc), vc(in.vc),
@@ -187,7 +187,7 @@ void tile_logits(const View<T>& x, Scratch<T>& s, const TablePanels<T>& tables, 
   const T* v = x.v.at(0, head);
   for (int64_t i = 0; i < tl.Lt; ++i)
     for (int64_t f = 0; f < e; ++f) {
-      const T qh = x.s * q[i * x.q.sl + f];
+      const T qh = x.q_scale * q[i * x.q.sl + f];
       s.qu[size_t(i * e + f)] = qh + u[f];
       s.qv[size_t(i * e + f)] = qh + v[f];
     }
@@ -197,8 +197,8 @@ void tile_logits(const View<T>& x, Scratch<T>& s, const TablePanels<T>& tables, 
           s.pw.data(), x.ldr);
   if (tl.nv > 0) {
     // q̂·K̄ᵀ and q̂·rcᵀ with q read in place: the scale is the products' alpha.
-    gemm<T>(false, false, tl.Lt, tl.nvp, e, x.s, q, x.q.sl, s.kcT.data(), x.ldc, T(0), s.sc.data(), tl.nvp);
-    gemm<T>(false, false, tl.Lt, tl.nvp, e, x.s, q, x.q.sl, tables.rc.data() + head * e * x.ldc, x.ldc, T(0),
+    gemm<T>(false, false, tl.Lt, tl.nvp, e, x.q_scale, q, x.q.sl, s.kcT.data(), x.ldc, T(0), s.sc.data(), tl.nvp);
+    gemm<T>(false, false, tl.Lt, tl.nvp, e, x.q_scale, q, x.q.sl, tables.rc.data() + head * e * x.ldc, x.ldc, T(0),
             s.pc.data(), tl.nvp);
   }
 }
@@ -427,14 +427,14 @@ void backward_typed(const CausalLongShortInputs& d, const Tensor& dout_t, const 
               if (dv_b) dv_b[f] += s.bm[size_t(i * e + f)];
             }
         }
-        if (dq.p) {  // dq = s·dq̂
+        if (dq.p) {  // dq = q_scale·dq̂
           T* dqt = dq.at(b, head) + tl.t0 * dq.sl;
           for (int64_t i = 0; i < Lt; ++i)
             for (int64_t f = 0; f < e; ++f)
-              dqt[i * dq.sl + f] = x.s * (s.a[size_t(i * e + f)] + s.bm[size_t(i * e + f)]);
+              dqt[i * dq.sl + f] = x.q_scale * (s.a[size_t(i * e + f)] + s.bm[size_t(i * e + f)]);
           if (nv > 0) {
-            gemm<T>(false, false, Lt, e, nv, x.s, s.dpc.data(), tl.nvp, kc, x.kc.sl, T(1), dqt, dq.sl);
-            gemm<T>(false, false, Lt, e, nv, x.s, s.pc.data(), tl.nvp, rc, x.rc.sl, T(1), dqt, dq.sl);
+            gemm<T>(false, false, Lt, e, nv, x.q_scale, s.dpc.data(), tl.nvp, kc, x.kc.sl, T(1), dqt, dq.sl);
+            gemm<T>(false, false, Lt, e, nv, x.q_scale, s.pc.data(), tl.nvp, rc, x.rc.sl, T(1), dqt, dq.sl);
           }
         }
         // Key side, accumulated tile after tile (this task owns the rows).
@@ -446,9 +446,9 @@ void backward_typed(const CausalLongShortInputs& d, const Tensor& dout_t, const 
                   dvw.sl);
         if (drw_b) gemm<T>(true, false, w, e, Lt, T(1), s.pw.data(), x.ldr, s.qv.data(), e, T(1), drw_b, e);
         if (nv > 0) {
-          if (dkc.p) gemm<T>(true, false, nv, e, Lt, x.s, s.dpc.data(), tl.nvp, q, x.q.sl, T(1), dkc.at(b, head), dkc.sl);
+          if (dkc.p) gemm<T>(true, false, nv, e, Lt, x.q_scale, s.dpc.data(), tl.nvp, q, x.q.sl, T(1), dkc.at(b, head), dkc.sl);
           if (dvc.p) gemm<T>(true, false, nv, e, Lt, T(1), s.sc.data(), tl.nvp, go, dout.sl, T(1), dvc.at(b, head), dvc.sl);
-          if (drc_b) gemm<T>(true, false, nv, e, Lt, x.s, s.pc.data(), tl.nvp, q, x.q.sl, T(1), drc_b, e);
+          if (drc_b) gemm<T>(true, false, nv, e, Lt, x.q_scale, s.pc.data(), tl.nvp, q, x.q.sl, T(1), drc_b, e);
         }
       }
     });

@@ -22,7 +22,7 @@ struct ToySections final : lsf::train::TaskSections {
   }
 };
 
-const bool registered = (lsf::train::register_task_family(lsf::train::TaskFamily{
+const bool registered = lsf::train::register_task_family(lsf::train::TaskFamily{
                              .name = "toy",
                              .tasks = {"listops"},
                              .default_sections = [](const std::string&) -> std::unique_ptr<lsf::train::TaskSections> {
@@ -30,8 +30,7 @@ const bool registered = (lsf::train::register_task_family(lsf::train::TaskFamily
                              },
                              .validate = [](const std::string&, const lsf::train::RunConfig&) {},
                              .check_data_paths = [](const lsf::train::RunConfig&) {},
-                             .make = [](const lsf::train::RunConfig&) -> std::unique_ptr<lsf::train::Task> { return nullptr; }}),
-                         true);
+                             .make = [](const lsf::train::RunConfig&) -> std::unique_ptr<lsf::train::Task> { return nullptr; }});
 
 }  // namespace
 
